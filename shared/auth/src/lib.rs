@@ -1,0 +1,23 @@
+//! Wisp authentication, transport-free and store-free: parsing `PIPED-TOKEN`, `API-KEY` and
+//! cookie credentials, generating and bcrypt-hashing keys, and verifiers with bounded-TTL caches.
+
+pub mod credentials;
+mod error;
+pub mod keys;
+mod ttl_cache;
+mod verifier;
+
+pub use credentials::{
+    ApiKeyCredential, Credentials, CredentialsType, IdToken, PipedToken, parse_api_key,
+    parse_authorization, parse_cookie_token, parse_piped_token,
+};
+pub use error::{AuthError, HashError, PipedTokenPart, Reason, SourceError};
+pub use keys::{
+    MAX_PIPED_KEYS, generate_api_key, generate_piped_key, hash_secret, hash_secret_with_cost,
+    verify_secret,
+};
+pub use verifier::{
+    ApiKeyAuthInfo, ApiKeyAuthSource, ApiKeyCaller, ApiKeyVerifier, CachePolicy,
+    DEFAULT_CACHE_CAPACITY, PipedAuthInfo, PipedCaller, PipedKeySource, PipedVerifier,
+    REJECTED_TTL, VERIFIED_TTL,
+};

@@ -1,0 +1,162 @@
+//! A small, bounded map whose entries expire a fixed time after insertion.
+//!
+//! Entries are never refreshed by reads: a verification result is trusted for at most
+//! `ttl` after it was made. Inserting into a full map first drops expired entries, then,
+//! if still full, the entry closest to expiry (the oldest). Inserts only follow a bcrypt
+//! (milliseconds), so the O(n) sweep on a full map is noise.
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Longest TTL accepted (keeps `Instant + ttl` far from overflow).
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+struct Entry<V> {
+    value: V,
+    expires_at: Instant,
+}
+
+pub(crate) struct TtlCache<K, V> {
+    map: Mutex<HashMap<K, Entry<V>>>,
+    ttl: Duration,
+    capacity: usize,
+}
+
+impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
+    /// A zero `ttl` or `capacity` disables the cache (nothing is kept).
+    pub(crate) fn new(ttl: Duration, capacity: usize) -> Self {
+        TtlCache {
+            map: Mutex::new(HashMap::new()),
+            ttl: ttl.min(MAX_TTL),
+            capacity,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<K, Entry<V>>> {
+        // A panic while holding the lock cannot leave the map inconsistent.
+        self.map
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = Instant::now();
+        let mut map = self.lock();
+        match map.get(key) {
+            Some(entry) if entry.expires_at > now => Some(entry.value.clone()),
+            Some(_) => {
+                map.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub(crate) fn insert(&self, key: K, value: V) {
+        if self.ttl.is_zero() || self.capacity == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let expires_at = now + self.ttl;
+        let mut map = self.lock();
+        if map.len() >= self.capacity && !map.contains_key(&key) {
+            map.retain(|_, e| e.expires_at > now);
+            if map.len() >= self.capacity {
+                // Evict the oldest entry.
+                let oldest = map
+                    .iter()
+                    .min_by_key(|(_, e)| e.expires_at)
+                    .map(|(k, _)| k.clone());
+                if let Some(oldest) = oldest {
+                    map.remove(&oldest);
+                }
+            }
+        }
+        map.insert(key, Entry { value, expires_at });
+    }
+
+    /// Drops every entry for which `drop` returns true.
+    pub(crate) fn remove_where(&self, mut drop: impl FnMut(&K, &V) -> bool) {
+        self.lock().retain(|k, e| !drop(k, &e.value));
+    }
+
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expires_after_ttl() {
+        let c = TtlCache::new(Duration::from_millis(30), 10);
+        c.insert("a".to_owned(), 1);
+        assert_eq!(c.get("a"), Some(1));
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(c.get("a"), None);
+        assert_eq!(c.len(), 0);
+    }
+
+    #[test]
+    fn bounded_evicts_oldest() {
+        let c = TtlCache::new(Duration::from_secs(60), 3);
+        for (i, k) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            c.insert(k.to_owned(), i);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.get("a"), None);
+        assert_eq!(c.get("b"), Some(1));
+        assert_eq!(c.get("d"), Some(3));
+        // Overwriting an existing key in a full map evicts nothing.
+        c.insert("b".to_owned(), 10);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.get("c"), Some(2));
+    }
+
+    #[test]
+    fn full_map_drops_expired_first() {
+        let c = TtlCache::new(Duration::from_millis(20), 2);
+        c.insert("a".to_owned(), 1);
+        c.insert("b".to_owned(), 2);
+        std::thread::sleep(Duration::from_millis(30));
+        c.insert("c".to_owned(), 3);
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn zero_disables() {
+        let c = TtlCache::new(Duration::ZERO, 10);
+        c.insert("a".to_owned(), 1);
+        assert_eq!(c.get("a"), None);
+        let c = TtlCache::new(Duration::from_secs(1), 0);
+        c.insert("a".to_owned(), 1);
+        assert_eq!(c.get("a"), None);
+    }
+
+    #[test]
+    fn remove_where_and_clear() {
+        let c = TtlCache::new(Duration::from_secs(60), 10);
+        c.insert("a".to_owned(), 1);
+        c.insert("b".to_owned(), 2);
+        c.remove_where(|k, _| k == "a");
+        assert_eq!(c.get("a"), None);
+        assert_eq!(c.get("b"), Some(2));
+        c.clear();
+        assert_eq!(c.len(), 0);
+    }
+}

@@ -1,0 +1,440 @@
+//! Verifiers for piped tokens and API keys, over store-agnostic sources, with in-process
+//! caches so that steady-state polling costs no bcrypt and no store read.
+//!
+//! What is cached, per process:
+//!
+//! * **verified** credentials, keyed by `(project, piped, sha256(key))` (API keys:
+//!   `(id, sha256(key))`), for [`VERIFIED_TTL`] from the moment they were verified; reads
+//!   do not extend it. So a piped that is disabled or deleted, or a key that is removed,
+//!   keeps working on an instance that already verified it for at most `VERIFIED_TTL`
+//!   (or until [`PipedVerifier::forget_piped`] is called on that instance);
+//! * **rejected** keys (a bcrypt mismatch only), same keying, for [`REJECTED_TTL`]: a piped
+//!   left polling with a revoked key every few seconds costs one bcrypt per `REJECTED_TTL`,
+//!   not one per call. This does not stop guessing with fresh keys (each guess costs one
+//!   bcrypt per stored key); that needs rate limiting at the edge.
+//!
+//! Each cache holds at most [`DEFAULT_CACHE_CAPACITY`] entries. The plaintext key is never
+//! stored, only its SHA-256.
+//!
+//! bcrypt runs inline on the calling task (cost 10: tens of milliseconds), once per
+//! credential per `VERIFIED_TTL` per instance.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use crate::credentials::{ApiKeyCredential, PipedToken};
+use crate::error::{AuthError, Reason, SourceError};
+use crate::keys::verify_secret;
+use crate::ttl_cache::TtlCache;
+
+/// How long a verified credential is trusted without looking at the store again: the upper
+/// bound on how long a disabled piped, a removed piped key or a disabled API key keeps
+/// working on an instance that had already verified it.
+pub const VERIFIED_TTL: Duration = Duration::from_secs(5 * 60);
+/// How long a key that failed bcrypt is rejected without looking again.
+pub const REJECTED_TTL: Duration = Duration::from_secs(30);
+/// Entries per cache (verified, rejected) per verifier.
+pub const DEFAULT_CACHE_CAPACITY: usize = 10_000;
+
+/// Cache settings of a verifier. `Default` is the production policy; tests shorten TTLs.
+/// A zero TTL or capacity turns that cache off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachePolicy {
+    pub verified_ttl: Duration,
+    pub rejected_ttl: Duration,
+    pub capacity: usize,
+}
+
+impl Default for CachePolicy {
+    fn default() -> Self {
+        CachePolicy {
+            verified_ttl: VERIFIED_TTL,
+            rejected_ttl: REJECTED_TTL,
+            capacity: DEFAULT_CACHE_CAPACITY,
+        }
+    }
+}
+
+impl CachePolicy {
+    pub fn verified_ttl(mut self, ttl: Duration) -> Self {
+        self.verified_ttl = ttl;
+        self
+    }
+
+    pub fn rejected_ttl(mut self, ttl: Duration) -> Self {
+        self.rejected_ttl = ttl;
+        self
+    }
+
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// No caching at all: every call reads the source and runs bcrypt.
+    pub fn disabled() -> Self {
+        CachePolicy {
+            verified_ttl: Duration::ZERO,
+            rejected_ttl: Duration::ZERO,
+            capacity: 0,
+        }
+    }
+}
+
+fn sha256(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// One bcrypt comparison, counted.
+fn counted_verify(counter: &AtomicU64, secret: &str, hash: &str) -> bool {
+    counter.fetch_add(1, Ordering::Relaxed);
+    verify_secret(secret, hash)
+}
+
+// ---------------------------------------------------------------------------------------
+// Pipeds
+// ---------------------------------------------------------------------------------------
+
+/// What the verifier needs to know about a piped.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PipedAuthInfo {
+    pub project_id: String,
+    pub disabled: bool,
+    /// bcrypt hashes of the piped's keys (at most [`MAX_PIPED_KEYS`](crate::MAX_PIPED_KEYS)).
+    pub key_hashes: Vec<String>,
+}
+
+impl fmt::Debug for PipedAuthInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PipedAuthInfo")
+            .field("project_id", &self.project_id)
+            .field("disabled", &self.disabled)
+            .field(
+                "key_hashes",
+                &format_args!("<{} redacted>", self.key_hashes.len()),
+            )
+            .finish()
+    }
+}
+
+/// The stores, as the piped verifier sees them. Implemented by the wiring.
+#[async_trait]
+pub trait PipedKeySource: Send + Sync {
+    /// true if the project exists (config projects or datastore).
+    async fn project_exists(&self, project_id: &str) -> Result<bool, SourceError>;
+    /// None if unknown.
+    async fn piped(&self, piped_id: &str) -> Result<Option<PipedAuthInfo>, SourceError>;
+}
+
+#[async_trait]
+impl<T: PipedKeySource + ?Sized> PipedKeySource for Arc<T> {
+    async fn project_exists(&self, project_id: &str) -> Result<bool, SourceError> {
+        (**self).project_exists(project_id).await
+    }
+    async fn piped(&self, piped_id: &str) -> Result<Option<PipedAuthInfo>, SourceError> {
+        (**self).piped(piped_id).await
+    }
+}
+
+/// An authenticated piped.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PipedCaller {
+    pub project_id: String,
+    pub piped_id: String,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct PipedCacheKey {
+    project_id: String,
+    piped_id: String,
+    key_sha256: [u8; 32],
+}
+
+impl PipedCacheKey {
+    fn new(token: &PipedToken) -> Self {
+        PipedCacheKey {
+            project_id: token.project_id.clone(),
+            piped_id: token.piped_id.clone(),
+            key_sha256: sha256(token.piped_key()),
+        }
+    }
+}
+
+/// Verifies piped tokens as upstream does (project exists; piped exists, belongs to the
+/// project and is enabled; the key matches one of its hashes), caching the outcome.
+pub struct PipedVerifier<S> {
+    source: S,
+    verified: TtlCache<PipedCacheKey, PipedCaller>,
+    rejected: TtlCache<PipedCacheKey, Reason>,
+    bcrypt_verifications: AtomicU64,
+}
+
+impl<S> fmt::Debug for PipedVerifier<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PipedVerifier")
+            .field(
+                "bcrypt_verifications",
+                &self.bcrypt_verifications.load(Ordering::Relaxed),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: PipedKeySource> PipedVerifier<S> {
+    /// A verifier with the production [`CachePolicy`].
+    pub fn new(source: S) -> Self {
+        Self::with_policy(source, CachePolicy::default())
+    }
+
+    pub fn with_policy(source: S, policy: CachePolicy) -> Self {
+        PipedVerifier {
+            source,
+            verified: TtlCache::new(policy.verified_ttl, policy.capacity),
+            rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
+            bcrypt_verifications: AtomicU64::new(0),
+        }
+    }
+
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// bcrypt comparisons run so far (one per stored hash tried).
+    pub fn bcrypt_verifications(&self) -> u64 {
+        self.bcrypt_verifications.load(Ordering::Relaxed)
+    }
+
+    /// Forgets every cached outcome for `piped_id` on this instance (call after disabling
+    /// a piped or changing its keys here; other instances catch up within the TTLs).
+    pub fn forget_piped(&self, piped_id: &str) {
+        self.verified.remove_where(|k, _| k.piped_id == piped_id);
+        self.rejected.remove_where(|k, _| k.piped_id == piped_id);
+    }
+
+    /// Forgets every cached outcome.
+    pub fn clear_cache(&self) {
+        self.verified.clear();
+        self.rejected.clear();
+    }
+
+    /// Verifies `token`. Rejections are `AuthError::Unauthenticated(reason)`; a failing
+    /// source is `AuthError::Unavailable`.
+    pub async fn verify(&self, token: &PipedToken) -> Result<PipedCaller, AuthError> {
+        let cache_key = PipedCacheKey::new(token);
+        if let Some(caller) = self.verified.get(&cache_key) {
+            return Ok(caller);
+        }
+        if let Some(reason) = self.rejected.get(&cache_key) {
+            return Err(AuthError::Unauthenticated(reason));
+        }
+
+        let project_id = token.project_id.as_str();
+        let piped_id = token.piped_id.as_str();
+        if !self.source.project_exists(project_id).await? {
+            return Err(Reason::ProjectNotFound {
+                project_id: project_id.to_owned(),
+                piped_id: piped_id.to_owned(),
+            }
+            .into());
+        }
+        let Some(piped) = self.source.piped(piped_id).await? else {
+            return Err(Reason::PipedNotFound {
+                piped_id: piped_id.to_owned(),
+            }
+            .into());
+        };
+        if piped.project_id != project_id {
+            return Err(Reason::PipedProjectMismatch {
+                piped_id: piped_id.to_owned(),
+                expected: project_id.to_owned(),
+                got: piped.project_id,
+            }
+            .into());
+        }
+        if piped.disabled {
+            return Err(Reason::PipedDisabled {
+                piped_id: piped_id.to_owned(),
+            }
+            .into());
+        }
+        let matched = piped
+            .key_hashes
+            .iter()
+            .any(|hash| counted_verify(&self.bcrypt_verifications, token.piped_key(), hash));
+        if !matched {
+            let reason = Reason::PipedKeyMismatch {
+                piped_id: piped_id.to_owned(),
+            };
+            self.rejected.insert(cache_key, reason.clone());
+            return Err(reason.into());
+        }
+
+        let caller = PipedCaller {
+            project_id: project_id.to_owned(),
+            piped_id: piped_id.to_owned(),
+        };
+        tracing::debug!(project_id, piped_id, "piped credentials verified");
+        self.verified.insert(cache_key, caller.clone());
+        Ok(caller)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// API keys
+// ---------------------------------------------------------------------------------------
+
+/// What the verifier needs to know about an API key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKeyAuthInfo {
+    pub id: String,
+    pub name: String,
+    pub project_id: String,
+    /// `model.APIKey.Role` (0 READ_ONLY, 1 READ_WRITE).
+    pub role: i32,
+    pub disabled: bool,
+    /// bcrypt hash of the full `<id>.<secret>` string.
+    pub key_hash: String,
+}
+
+impl fmt::Debug for ApiKeyAuthInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiKeyAuthInfo")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("project_id", &self.project_id)
+            .field("role", &self.role)
+            .field("disabled", &self.disabled)
+            .field("key_hash", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The stores, as the API key verifier sees them. Implemented by the wiring.
+#[async_trait]
+pub trait ApiKeyAuthSource: Send + Sync {
+    /// None if unknown.
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKeyAuthInfo>, SourceError>;
+}
+
+#[async_trait]
+impl<T: ApiKeyAuthSource + ?Sized> ApiKeyAuthSource for Arc<T> {
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKeyAuthInfo>, SourceError> {
+        (**self).api_key(id).await
+    }
+}
+
+/// An authenticated API key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ApiKeyCaller {
+    pub id: String,
+    pub name: String,
+    pub project_id: String,
+    pub role: i32,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ApiKeyCacheKey {
+    id: String,
+    key_sha256: [u8; 32],
+}
+
+/// Verifies API keys as upstream does (the key exists, is enabled, and bcrypt matches),
+/// caching the outcome. Unlike upstream it writes nothing (no "last used" write that can
+/// fail the call); recording last use, if wanted, is the caller's best-effort business.
+pub struct ApiKeyVerifier<S> {
+    source: S,
+    verified: TtlCache<ApiKeyCacheKey, ApiKeyCaller>,
+    rejected: TtlCache<ApiKeyCacheKey, Reason>,
+    bcrypt_verifications: AtomicU64,
+}
+
+impl<S> fmt::Debug for ApiKeyVerifier<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiKeyVerifier")
+            .field(
+                "bcrypt_verifications",
+                &self.bcrypt_verifications.load(Ordering::Relaxed),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
+    /// A verifier with the production [`CachePolicy`].
+    pub fn new(source: S) -> Self {
+        Self::with_policy(source, CachePolicy::default())
+    }
+
+    pub fn with_policy(source: S, policy: CachePolicy) -> Self {
+        ApiKeyVerifier {
+            source,
+            verified: TtlCache::new(policy.verified_ttl, policy.capacity),
+            rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
+            bcrypt_verifications: AtomicU64::new(0),
+        }
+    }
+
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// bcrypt comparisons run so far.
+    pub fn bcrypt_verifications(&self) -> u64 {
+        self.bcrypt_verifications.load(Ordering::Relaxed)
+    }
+
+    /// Forgets every cached outcome for API key `id` on this instance.
+    pub fn forget_api_key(&self, id: &str) {
+        self.verified.remove_where(|k, _| k.id == id);
+        self.rejected.remove_where(|k, _| k.id == id);
+    }
+
+    /// Forgets every cached outcome.
+    pub fn clear_cache(&self) {
+        self.verified.clear();
+        self.rejected.clear();
+    }
+
+    pub async fn verify(&self, credential: &ApiKeyCredential) -> Result<ApiKeyCaller, AuthError> {
+        let cache_key = ApiKeyCacheKey {
+            id: credential.id.clone(),
+            key_sha256: sha256(credential.key()),
+        };
+        if let Some(caller) = self.verified.get(&cache_key) {
+            return Ok(caller);
+        }
+        if let Some(reason) = self.rejected.get(&cache_key) {
+            return Err(AuthError::Unauthenticated(reason));
+        }
+
+        let id = credential.id.as_str();
+        let not_found = || Reason::ApiKeyNotFound { id: id.to_owned() };
+        let info = self.source.api_key(id).await?.ok_or_else(not_found)?;
+        if info.id != id {
+            return Err(not_found().into());
+        }
+        if info.disabled {
+            return Err(Reason::ApiKeyDisabled { id: id.to_owned() }.into());
+        }
+        if !counted_verify(&self.bcrypt_verifications, credential.key(), &info.key_hash) {
+            let reason = Reason::ApiKeyMismatch { id: id.to_owned() };
+            self.rejected.insert(cache_key, reason.clone());
+            return Err(reason.into());
+        }
+
+        let caller = ApiKeyCaller {
+            id: info.id,
+            name: info.name,
+            project_id: info.project_id,
+            role: info.role,
+        };
+        tracing::debug!(api_key_id = id, project_id = %caller.project_id, "api key verified");
+        self.verified.insert(cache_key, caller.clone());
+        Ok(caller)
+    }
+}

@@ -1,0 +1,681 @@
+//! Verifier behaviour against fake sources that count their calls (mirrors upstream's
+//! pipedverifier TestVerify, plus caching, expiry and rotation).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use wisp_auth::keys::MIN_COST;
+use wisp_auth::{
+    ApiKeyAuthInfo, ApiKeyAuthSource, ApiKeyCaller, ApiKeyCredential, ApiKeyVerifier, AuthError,
+    CachePolicy, PipedAuthInfo, PipedCaller, PipedKeySource, PipedToken, PipedVerifier, Reason,
+    SourceError, generate_api_key, generate_piped_key, hash_secret_with_cost,
+};
+
+fn hash(secret: &str) -> String {
+    hash_secret_with_cost(secret, MIN_COST).expect("hash")
+}
+
+#[derive(Default)]
+struct FakePipeds {
+    projects: Mutex<HashSet<String>>,
+    pipeds: Mutex<HashMap<String, PipedAuthInfo>>,
+    project_calls: AtomicUsize,
+    piped_calls: AtomicUsize,
+    down: AtomicBool,
+}
+
+impl FakePipeds {
+    fn add_project(&self, id: &str) {
+        self.projects.lock().expect("lock").insert(id.to_owned());
+    }
+
+    fn put_piped(&self, id: &str, project_id: &str, keys: &[&str], disabled: bool) {
+        let info = PipedAuthInfo {
+            project_id: project_id.to_owned(),
+            disabled,
+            key_hashes: keys.iter().map(|k| hash(k)).collect(),
+        };
+        self.pipeds
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), info);
+    }
+
+    fn update_piped(&self, id: &str, f: impl FnOnce(&mut PipedAuthInfo)) {
+        let mut pipeds = self.pipeds.lock().expect("lock");
+        f(pipeds.get_mut(id).expect("piped exists"));
+    }
+
+    /// (project calls, piped calls)
+    fn calls(&self) -> (usize, usize) {
+        (
+            self.project_calls.load(Ordering::SeqCst),
+            self.piped_calls.load(Ordering::SeqCst),
+        )
+    }
+}
+
+#[async_trait]
+impl PipedKeySource for FakePipeds {
+    async fn project_exists(&self, project_id: &str) -> Result<bool, SourceError> {
+        self.project_calls.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(SourceError::new("datastore is down"));
+        }
+        Ok(self.projects.lock().expect("lock").contains(project_id))
+    }
+
+    async fn piped(&self, piped_id: &str) -> Result<Option<PipedAuthInfo>, SourceError> {
+        self.piped_calls.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(SourceError::new("datastore is down"));
+        }
+        Ok(self.pipeds.lock().expect("lock").get(piped_id).cloned())
+    }
+}
+
+/// Upstream's fixture: project-0 and project-1 exist; piped-1-2 claims a project that
+/// does not own it; piped-1-3 is disabled.
+fn fixture() -> Arc<FakePipeds> {
+    let src = Arc::new(FakePipeds::default());
+    src.add_project("project-0");
+    src.add_project("project-1");
+    src.put_piped("piped-0-1", "project-0", &["piped-key-0-1"], false);
+    src.put_piped("piped-1-1", "project-1", &["piped-key-1-1"], false);
+    src.put_piped(
+        "piped-1-2",
+        "project-non-existence",
+        &["piped-key-1-2"],
+        false,
+    );
+    src.put_piped("piped-1-3", "project-1", &["piped-key-1-3"], true);
+    src
+}
+
+fn token(project: &str, piped: &str, key: &str) -> PipedToken {
+    PipedToken::new(project, piped, key)
+}
+
+fn reason(result: Result<PipedCaller, AuthError>) -> Reason {
+    match result {
+        Err(AuthError::Unauthenticated(reason)) => reason,
+        other => panic!("expected Unauthenticated, got {other:?}"),
+    }
+}
+
+fn caller(project: &str, piped: &str) -> PipedCaller {
+    PipedCaller {
+        project_id: project.to_owned(),
+        piped_id: piped.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn success_then_served_from_cache() {
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    let t = token("project-1", "piped-1-1", "piped-key-1-1");
+
+    assert_eq!(v.verify(&t).await, Ok(caller("project-1", "piped-1-1")));
+    assert_eq!(v.bcrypt_verifications(), 1);
+    assert_eq!(src.calls(), (1, 1));
+
+    // Steady-state polling: no bcrypt, no source call.
+    for _ in 0..1000 {
+        assert_eq!(v.verify(&t).await, Ok(caller("project-1", "piped-1-1")));
+    }
+    assert_eq!(v.bcrypt_verifications(), 1);
+    assert_eq!(src.calls(), (1, 1));
+}
+
+#[tokio::test]
+async fn unknown_project() {
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    let r = reason(
+        v.verify(&token("project-not-found", "piped-1-1", "piped-key-1-1"))
+            .await,
+    );
+    assert_eq!(
+        r.to_string(),
+        "project project-not-found for piped piped-1-1 was not found"
+    );
+    assert_eq!(src.calls(), (1, 0));
+    assert_eq!(v.bcrypt_verifications(), 0);
+}
+
+#[tokio::test]
+async fn unknown_piped() {
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    let r = reason(v.verify(&token("project-1", "nope", "k")).await);
+    assert_eq!(
+        r,
+        Reason::PipedNotFound {
+            piped_id: "nope".into()
+        }
+    );
+    assert_eq!(v.bcrypt_verifications(), 0);
+}
+
+#[tokio::test]
+async fn piped_of_another_project() {
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    let r = reason(
+        v.verify(&token("project-1", "piped-1-2", "piped-key-1-2"))
+            .await,
+    );
+    assert_eq!(
+        r.to_string(),
+        "the project of piped piped-1-2 is not matched, expected=project-1, got=project-non-existence"
+    );
+    // A piped of project-0 presented under project-1 (which exists) is refused too.
+    let r = reason(
+        v.verify(&token("project-1", "piped-0-1", "piped-key-0-1"))
+            .await,
+    );
+    assert!(matches!(r, Reason::PipedProjectMismatch { .. }), "{r:?}");
+    assert_eq!(v.bcrypt_verifications(), 0);
+}
+
+#[tokio::test]
+async fn disabled_piped_then_enabled() {
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    let t = token("project-1", "piped-1-3", "piped-key-1-3");
+    let r = reason(v.verify(&t).await);
+    assert_eq!(r.to_string(), "piped piped-1-3 was already disabled");
+    assert_eq!(v.bcrypt_verifications(), 0);
+
+    // Not negative-cached: re-enabling takes effect at once.
+    src.update_piped("piped-1-3", |p| p.disabled = false);
+    assert_eq!(v.verify(&t).await, Ok(caller("project-1", "piped-1-3")));
+    assert_eq!(src.calls(), (2, 2));
+}
+
+#[tokio::test]
+async fn wrong_key_is_rejected_and_briefly_negative_cached() {
+    let src = fixture();
+    let v = PipedVerifier::with_policy(
+        src.clone(),
+        CachePolicy::default().rejected_ttl(Duration::from_millis(150)),
+    );
+    let wrong = token("project-1", "piped-1-1", "piped-key-1-1-wrong");
+    let r = reason(v.verify(&wrong).await);
+    assert_eq!(r.to_string(), "the key of piped piped-1-1 is not matched");
+    assert_eq!(v.bcrypt_verifications(), 1);
+    assert_eq!(src.calls(), (1, 1));
+
+    // Same wrong key again: no bcrypt, no source call.
+    for _ in 0..10 {
+        assert_eq!(reason(v.verify(&wrong).await), r);
+    }
+    assert_eq!(v.bcrypt_verifications(), 1);
+    assert_eq!(src.calls(), (1, 1));
+
+    // The right key is not affected by the negative entry.
+    let right = token("project-1", "piped-1-1", "piped-key-1-1");
+    assert!(v.verify(&right).await.is_ok());
+    assert_eq!(v.bcrypt_verifications(), 2);
+
+    // After the negative TTL the wrong key is checked again.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(reason(v.verify(&wrong).await), r);
+    assert_eq!(v.bcrypt_verifications(), 3);
+}
+
+#[tokio::test]
+async fn piped_without_keys_is_rejected() {
+    let src = fixture();
+    src.put_piped("bare", "project-1", &[], false);
+    let v = PipedVerifier::new(src.clone());
+    let r = reason(v.verify(&token("project-1", "bare", "anything")).await);
+    assert!(matches!(r, Reason::PipedKeyMismatch { .. }), "{r:?}");
+}
+
+#[tokio::test]
+async fn malformed_stored_hash_is_no_match() {
+    let src = fixture();
+    src.update_piped("piped-1-1", |p| p.key_hashes = vec!["redacted".into()]);
+    let v = PipedVerifier::new(src.clone());
+    let r = reason(
+        v.verify(&token("project-1", "piped-1-1", "piped-key-1-1"))
+            .await,
+    );
+    assert!(matches!(r, Reason::PipedKeyMismatch { .. }), "{r:?}");
+}
+
+#[tokio::test]
+async fn second_key_is_accepted() {
+    let src = fixture();
+    // Newest first, as upstream's AddKey does.
+    src.put_piped("two", "project-1", &["new-key", "old-key"], false);
+    let v = PipedVerifier::new(src.clone());
+    assert!(
+        v.verify(&token("project-1", "two", "new-key"))
+            .await
+            .is_ok()
+    );
+    assert_eq!(v.bcrypt_verifications(), 1);
+    assert!(
+        v.verify(&token("project-1", "two", "old-key"))
+            .await
+            .is_ok()
+    );
+    // The old key is the second hash: two comparisons.
+    assert_eq!(v.bcrypt_verifications(), 3);
+    // Both cached.
+    assert!(
+        v.verify(&token("project-1", "two", "new-key"))
+            .await
+            .is_ok()
+    );
+    assert!(
+        v.verify(&token("project-1", "two", "old-key"))
+            .await
+            .is_ok()
+    );
+    assert_eq!(v.bcrypt_verifications(), 3);
+}
+
+#[tokio::test]
+async fn cache_expiry_re_verifies() {
+    let src = fixture();
+    let v = PipedVerifier::with_policy(
+        src.clone(),
+        CachePolicy::default().verified_ttl(Duration::from_millis(100)),
+    );
+    let t = token("project-1", "piped-1-1", "piped-key-1-1");
+    assert!(v.verify(&t).await.is_ok());
+    assert!(v.verify(&t).await.is_ok());
+    assert_eq!((v.bcrypt_verifications(), src.calls()), (1, (1, 1)));
+
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(v.verify(&t).await.is_ok());
+    assert_eq!((v.bcrypt_verifications(), src.calls()), (2, (2, 2)));
+}
+
+#[tokio::test]
+async fn disabling_takes_effect_within_the_ttl() {
+    let src = fixture();
+    let v = PipedVerifier::with_policy(
+        src.clone(),
+        CachePolicy::default().verified_ttl(Duration::from_millis(100)),
+    );
+    let t = token("project-1", "piped-1-1", "piped-key-1-1");
+    assert!(v.verify(&t).await.is_ok());
+    src.update_piped("piped-1-1", |p| p.disabled = true);
+    // Still trusted from the cache...
+    assert!(v.verify(&t).await.is_ok());
+    // ...but not after the TTL.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(matches!(
+        reason(v.verify(&t).await),
+        Reason::PipedDisabled { .. }
+    ));
+}
+
+#[tokio::test]
+async fn key_rotation() {
+    let src = fixture();
+    let v = PipedVerifier::with_policy(
+        src.clone(),
+        CachePolicy::default().verified_ttl(Duration::from_millis(100)),
+    );
+    let old_key = generate_piped_key();
+    let new_key = generate_piped_key();
+    src.put_piped("rot", "project-1", &[&old_key], false);
+    let old = token("project-1", "rot", &old_key);
+    let new = token("project-1", "rot", &new_key);
+
+    assert!(v.verify(&old).await.is_ok());
+    // Before the new key is added it is refused (and negative-cached).
+    assert!(matches!(
+        reason(v.verify(&new).await),
+        Reason::PipedKeyMismatch { .. }
+    ));
+
+    // Add the new key (newest first). It was negative-cached just above: the instance that
+    // changes the keys forgets the piped's entries (others wait out the short
+    // REJECTED_TTL, see the next test).
+    let new_hash = hash(&new_key);
+    src.update_piped("rot", |p| p.key_hashes.insert(0, new_hash));
+    v.forget_piped("rot");
+    assert!(v.verify(&new).await.is_ok());
+    assert!(v.verify(&old).await.is_ok());
+
+    // Delete the old key: the old key stays cached until the TTL, then is refused.
+    src.update_piped("rot", |p| p.key_hashes.truncate(1));
+    assert!(v.verify(&old).await.is_ok());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(matches!(
+        reason(v.verify(&old).await),
+        Reason::PipedKeyMismatch { .. }
+    ));
+    assert!(v.verify(&new).await.is_ok());
+}
+
+#[tokio::test]
+async fn new_key_on_another_instance_is_accepted_after_rejected_ttl() {
+    // An instance that saw a key fail (e.g. it raced the write) accepts it once the short
+    // negative TTL has passed, without any explicit invalidation.
+    let src = fixture();
+    let v = PipedVerifier::with_policy(
+        src.clone(),
+        CachePolicy::default().rejected_ttl(Duration::from_millis(100)),
+    );
+    let t = token("project-1", "piped-1-1", "fresh-key");
+    assert!(v.verify(&t).await.is_err());
+    let h = hash("fresh-key");
+    src.update_piped("piped-1-1", |p| p.key_hashes.insert(0, h));
+    assert!(v.verify(&t).await.is_err());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(v.verify(&t).await.is_ok());
+}
+
+#[tokio::test]
+async fn forget_piped_revokes_immediately() {
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    let t = token("project-1", "piped-1-1", "piped-key-1-1");
+    assert!(v.verify(&t).await.is_ok());
+    src.update_piped("piped-1-1", |p| p.disabled = true);
+    assert!(v.verify(&t).await.is_ok());
+    v.forget_piped("piped-1-1");
+    assert!(matches!(
+        reason(v.verify(&t).await),
+        Reason::PipedDisabled { .. }
+    ));
+}
+
+#[tokio::test]
+async fn source_errors_are_unavailable_and_not_cached() {
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    let t = token("project-1", "piped-1-1", "piped-key-1-1");
+    src.down.store(true, Ordering::SeqCst);
+    assert_eq!(
+        v.verify(&t).await,
+        Err(AuthError::Unavailable("datastore is down".into()))
+    );
+    src.down.store(false, Ordering::SeqCst);
+    assert!(v.verify(&t).await.is_ok());
+}
+
+#[tokio::test]
+async fn cache_is_bounded() {
+    let src = fixture();
+    for i in 0..3 {
+        src.put_piped(&format!("p{i}"), "project-1", &[&format!("k{i}")], false);
+    }
+    let v = PipedVerifier::with_policy(src.clone(), CachePolicy::default().capacity(2));
+    for i in 0..3 {
+        let t = token("project-1", &format!("p{i}"), &format!("k{i}"));
+        assert!(v.verify(&t).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(v.bcrypt_verifications(), 3);
+    // p0 was evicted; p2 is still cached.
+    assert!(v.verify(&token("project-1", "p2", "k2")).await.is_ok());
+    assert_eq!(v.bcrypt_verifications(), 3);
+    assert!(v.verify(&token("project-1", "p0", "k0")).await.is_ok());
+    assert_eq!(v.bcrypt_verifications(), 4);
+}
+
+#[tokio::test]
+async fn disabled_cache_always_verifies() {
+    let src = fixture();
+    let v = PipedVerifier::with_policy(src.clone(), CachePolicy::disabled());
+    let t = token("project-1", "piped-1-1", "piped-key-1-1");
+    for _ in 0..3 {
+        assert!(v.verify(&t).await.is_ok());
+    }
+    assert_eq!(v.bcrypt_verifications(), 3);
+    assert_eq!(src.calls(), (3, 3));
+}
+
+#[tokio::test]
+async fn upstream_sequence() {
+    // upstream pipedverifier TestVerify, step by step (our source owns config projects).
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    assert!(
+        v.verify(&token("project-0", "piped-0-1", "piped-key-0-1"))
+            .await
+            .is_ok()
+    );
+    assert!(
+        v.verify(&token("project-not-found", "piped-1-1", "piped-key-1-1"))
+            .await
+            .is_err()
+    );
+    assert!(
+        v.verify(&token("project-1", "piped-1-2", "piped-key-1-2"))
+            .await
+            .is_err()
+    );
+    let t13 = token("project-1", "piped-1-3", "piped-key-1-3");
+    assert!(v.verify(&t13).await.is_err());
+    src.update_piped("piped-1-3", |p| p.disabled = false);
+    assert!(v.verify(&t13).await.is_ok());
+    assert!(
+        v.verify(&token("project-1", "piped-1-1", "piped-key-1-1"))
+            .await
+            .is_ok()
+    );
+    let wrong = token("project-1", "piped-1-1", "piped-key-1-1-wrong");
+    assert!(v.verify(&wrong).await.is_err());
+    let calls = src.calls();
+    assert!(v.verify(&wrong).await.is_err());
+    assert_eq!(src.calls(), calls, "invalid key is cached");
+    let h = hash("piped-key-1-1-new");
+    src.update_piped("piped-1-1", |p| p.key_hashes.push(h));
+    assert!(
+        v.verify(&token("project-1", "piped-1-1", "piped-key-1-1-new"))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn shared_across_tasks() {
+    let src = fixture();
+    let v = Arc::new(PipedVerifier::new(src.clone()));
+    let t = token("project-1", "piped-1-1", "piped-key-1-1");
+    assert!(v.verify(&t).await.is_ok());
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (v, t) = (v.clone(), t.clone());
+        tasks.push(tokio::spawn(async move { v.verify(&t).await }));
+    }
+    for task in tasks {
+        assert!(task.await.expect("join").is_ok());
+    }
+    assert_eq!(v.bcrypt_verifications(), 1);
+}
+
+#[test]
+fn debug_output_has_no_secrets() {
+    let info = PipedAuthInfo {
+        project_id: "p".into(),
+        disabled: false,
+        key_hashes: vec!["$2a$04$secrethashsecrethash".into()],
+    };
+    let out = format!("{info:?}");
+    assert!(!out.contains("secrethash"), "{out}");
+    let api = ApiKeyAuthInfo {
+        id: "id".into(),
+        name: "n".into(),
+        project_id: "p".into(),
+        role: 0,
+        disabled: false,
+        key_hash: "$2a$04$secrethashsecrethash".into(),
+    };
+    let out = format!("{api:?}");
+    assert!(!out.contains("secrethash"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------
+// API keys
+// ---------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct FakeApiKeys {
+    keys: Mutex<HashMap<String, ApiKeyAuthInfo>>,
+    calls: AtomicUsize,
+    down: AtomicBool,
+}
+
+impl FakeApiKeys {
+    /// Registers a fresh key and returns its credential.
+    fn register(&self, name: &str, role: i32) -> ApiKeyCredential {
+        let (id, key) = generate_api_key();
+        let info = ApiKeyAuthInfo {
+            id: id.clone(),
+            name: name.to_owned(),
+            project_id: "project-1".to_owned(),
+            role,
+            disabled: false,
+            key_hash: hash(&key),
+        };
+        self.keys.lock().expect("lock").insert(id, info);
+        key.parse().expect("generated key parses")
+    }
+
+    fn update(&self, id: &str, f: impl FnOnce(&mut ApiKeyAuthInfo)) {
+        let mut keys = self.keys.lock().expect("lock");
+        f(keys.get_mut(id).expect("key exists"));
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl ApiKeyAuthSource for FakeApiKeys {
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKeyAuthInfo>, SourceError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(SourceError::new("datastore is down"));
+        }
+        Ok(self.keys.lock().expect("lock").get(id).cloned())
+    }
+}
+
+fn api_reason(result: Result<ApiKeyCaller, AuthError>) -> Reason {
+    match result {
+        Err(AuthError::Unauthenticated(reason)) => reason,
+        other => panic!("expected Unauthenticated, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn api_key_success_then_cached() {
+    let src = Arc::new(FakeApiKeys::default());
+    let cred = src.register("ci", 1);
+    let v = ApiKeyVerifier::new(src.clone());
+    let expected = ApiKeyCaller {
+        id: cred.id.clone(),
+        name: "ci".into(),
+        project_id: "project-1".into(),
+        role: 1,
+    };
+    assert_eq!(v.verify(&cred).await, Ok(expected.clone()));
+    for _ in 0..100 {
+        assert_eq!(v.verify(&cred).await, Ok(expected.clone()));
+    }
+    assert_eq!(v.bcrypt_verifications(), 1);
+    assert_eq!(src.calls(), 1);
+}
+
+#[tokio::test]
+async fn api_key_unknown_disabled_wrong() {
+    let src = Arc::new(FakeApiKeys::default());
+    let cred = src.register("ci", 0);
+    let v = ApiKeyVerifier::new(src.clone());
+
+    let unknown: ApiKeyCredential = "nope.secret".parse().expect("parses");
+    assert_eq!(
+        api_reason(v.verify(&unknown).await),
+        Reason::ApiKeyNotFound { id: "nope".into() }
+    );
+
+    let wrong: ApiKeyCredential = format!("{}.wrongsecret", cred.id).parse().expect("parses");
+    let r = api_reason(v.verify(&wrong).await);
+    assert_eq!(
+        r,
+        Reason::ApiKeyMismatch {
+            id: cred.id.clone()
+        }
+    );
+    assert_eq!(v.bcrypt_verifications(), 1);
+    let calls = src.calls();
+    assert_eq!(api_reason(v.verify(&wrong).await), r);
+    assert_eq!((v.bcrypt_verifications(), src.calls()), (1, calls));
+
+    src.update(&cred.id, |k| k.disabled = true);
+    assert_eq!(
+        api_reason(v.verify(&cred).await),
+        Reason::ApiKeyDisabled {
+            id: cred.id.clone()
+        }
+    );
+    assert_eq!(v.bcrypt_verifications(), 1);
+}
+
+#[tokio::test]
+async fn api_key_disable_within_ttl_and_forget() {
+    let src = Arc::new(FakeApiKeys::default());
+    let cred = src.register("ci", 1);
+    let v = ApiKeyVerifier::with_policy(
+        src.clone(),
+        CachePolicy::default().verified_ttl(Duration::from_millis(100)),
+    );
+    assert!(v.verify(&cred).await.is_ok());
+    src.update(&cred.id, |k| k.disabled = true);
+    assert!(v.verify(&cred).await.is_ok());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(v.verify(&cred).await.is_err());
+
+    src.update(&cred.id, |k| k.disabled = false);
+    assert!(v.verify(&cred).await.is_ok());
+    src.update(&cred.id, |k| k.disabled = true);
+    v.forget_api_key(&cred.id);
+    assert!(v.verify(&cred).await.is_err());
+}
+
+#[tokio::test]
+async fn api_key_source_down_is_unavailable_and_needs_no_cache_write() {
+    let src = Arc::new(FakeApiKeys::default());
+    let cred = src.register("ci", 1);
+    let v = ApiKeyVerifier::new(src.clone());
+    src.down.store(true, Ordering::SeqCst);
+    assert!(matches!(
+        v.verify(&cred).await,
+        Err(AuthError::Unavailable(_))
+    ));
+    src.down.store(false, Ordering::SeqCst);
+    assert!(v.verify(&cred).await.is_ok());
+    // Once verified, the source being down does not matter until the TTL.
+    src.down.store(true, Ordering::SeqCst);
+    assert!(v.verify(&cred).await.is_ok());
+}
+
+#[tokio::test]
+async fn api_key_id_mismatch_from_source_is_refused() {
+    let src = Arc::new(FakeApiKeys::default());
+    let cred = src.register("ci", 1);
+    // A buggy source returning another key's record for this id.
+    src.update(&cred.id, |k| k.id = "someone-else".into());
+    let v = ApiKeyVerifier::new(src.clone());
+    assert!(matches!(
+        api_reason(v.verify(&cred).await),
+        Reason::ApiKeyNotFound { .. }
+    ));
+    assert_eq!(v.bcrypt_verifications(), 0);
+}

@@ -1,0 +1,136 @@
+//! The one error type of this crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while loading configuration or the encryption key.
+///
+/// Messages name the source (file name or the name given to
+/// [`Config::from_yaml_str`](crate::Config::from_yaml_str)) and never contain secret
+/// values.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The YAML is malformed or does not match the schema (unknown field, wrong type, ...).
+    /// `detail` already carries the location when one is known.
+    #[error("{source_name}: {detail}")]
+    Parse {
+        source_name: String,
+        detail: String,
+        /// 1-based line of the offending token, when known.
+        line: Option<usize>,
+        /// 1-based column of the offending token, when known.
+        column: Option<usize>,
+    },
+
+    /// `apiVersion` is missing or is not `pipecd.dev/v1beta1`.
+    #[error("{source_name}: {}", describe_header("apiVersion", found.as_deref(), crate::API_VERSION))]
+    ApiVersion {
+        source_name: String,
+        found: Option<String>,
+    },
+
+    /// `kind` is missing or is not `ControlPlane` (e.g. a piped configuration).
+    #[error("{source_name}: {}", describe_header("kind", found.as_deref(), crate::KIND))]
+    Kind {
+        source_name: String,
+        found: Option<String>,
+    },
+
+    /// The document parsed but its values are inconsistent (duplicate project ids, ...).
+    /// Every problem found is listed.
+    #[error("{source_name}: invalid configuration: {}", problems.join("; "))]
+    Invalid {
+        source_name: String,
+        problems: Vec<String>,
+    },
+
+    /// The configuration asks for something Wisp does not (or not yet) provide,
+    /// e.g. an upstream `MYSQL` datastore.
+    #[error("{0}")]
+    Unsupported(String),
+
+    /// The encryption key is shorter than the 32 bytes AES-256 needs.
+    #[error(
+        "encryption key{} is {len} bytes long, at least {min} bytes are required \
+         (generate one with `openssl rand 64 | base64`)",
+        path.as_ref().map(|p| format!(" file {}", p.display())).unwrap_or_default(),
+        min = crate::EncryptionKey::AES_KEY_LEN
+    )]
+    EncryptionKeyTooShort { path: Option<PathBuf>, len: usize },
+}
+
+impl ConfigError {
+    /// Builds a [`ConfigError::Parse`] from a YAML error, moving the location next to the
+    /// offending token so that messages read
+    /// `file.yaml: spec: unknown field `x` at line 4 column 3, expected one of ...`.
+    pub(crate) fn from_yaml(source_name: &str, err: &serde_norway::Error) -> Self {
+        let text = err.to_string();
+        let location = err.location().map(|l| (l.line(), l.column()));
+        let detail = match location {
+            Some((line, column)) => place_location(&text, line, column),
+            None => text,
+        };
+        ConfigError::Parse {
+            source_name: source_name.to_owned(),
+            detail,
+            line: location.map(|l| l.0),
+            column: location.map(|l| l.1),
+        }
+    }
+}
+
+fn describe_header(field: &str, found: Option<&str>, expected: &str) -> String {
+    match found {
+        None => format!(
+            "`{field}` is missing, expected `{field}: {expected}` (a PipeCD control-plane configuration)"
+        ),
+        Some(found) => format!(
+            "unsupported {field} {found:?}, expected {expected:?} (a PipeCD control-plane configuration)"
+        ),
+    }
+}
+
+fn place_location(text: &str, line: usize, column: usize) -> String {
+    let at = format!("at line {line} column {column}");
+    let suffix = format!(" {at}");
+    let Some(message) = text.strip_suffix(&suffix) else {
+        if text.contains(&at) {
+            // The YAML scanner already placed it (possibly among other context).
+            return text.to_owned();
+        }
+        return format!("{text} {at}");
+    };
+    match message.find(", expected") {
+        Some(split) => format!("{} {at}{}", &message[..split], &message[split..]),
+        None => format!("{message} {at}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::place_location;
+
+    #[test]
+    fn location_goes_before_expected_list() {
+        assert_eq!(
+            place_location(
+                "spec: unknown field `datastor`, expected one of `a`, `b` at line 4 column 3",
+                4,
+                3
+            ),
+            "spec: unknown field `datastor` at line 4 column 3, expected one of `a`, `b`"
+        );
+        assert_eq!(
+            place_location("invalid type: string \"x\" at line 2 column 1", 2, 1),
+            "invalid type: string \"x\" at line 2 column 1"
+        );
+        assert_eq!(place_location("oops", 1, 1), "oops at line 1 column 1");
+    }
+}

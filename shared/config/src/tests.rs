@@ -1,0 +1,622 @@
+//! Whole-document tests against the samples in `testdata/`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(name)
+}
+
+fn load(name: &str) -> Config {
+    match Config::from_file(testdata(name)) {
+        Ok(c) => c,
+        Err(e) => panic!("{name}: {e}"),
+    }
+}
+
+fn parse(yaml: &str) -> Result<Config, ConfigError> {
+    Config::from_yaml_str(yaml, "control-plane-config.yaml")
+}
+
+fn parse_err(yaml: &str) -> ConfigError {
+    match parse(yaml) {
+        Ok(c) => panic!("expected an error, got {c:?}"),
+        Err(e) => e,
+    }
+}
+
+const ENVELOPE: &str = "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\n";
+
+#[test]
+fn sample_covers_every_section() {
+    let c = load("control-plane-config.yaml");
+    assert!(c.source.ends_with("control-plane-config.yaml"));
+    let s = &c.spec;
+    assert_eq!(s.address.as_deref(), Some("https://pipecd.example.com"));
+    assert_eq!(s.state_key.expose(), "3f1c9a0e5b7d4c2a");
+
+    assert_eq!(
+        s.datastore,
+        DatastoreConfig::Firestore(FirestoreConfig {
+            namespace: "wisp-test".into(),
+            environment: "unit".into(),
+            collection_name_prefix: Some("t_".into()),
+            project: "example-gcp-project".into(),
+            credentials_file: Some("/etc/wisp/firestore.json".into()),
+        })
+    );
+    assert_eq!(
+        s.filestore,
+        FilestoreConfig::Gcs(GcsConfig {
+            bucket: "wisp-test-bucket".into(),
+            credentials_file: Some("/etc/wisp/gcs.json".into()),
+        })
+    );
+    assert_eq!(s.cache.ttl.as_std(), Duration::from_secs(600));
+
+    // Given values win, the rest take upstream's defaults.
+    let app = &s.insight_collector.application;
+    assert!(!app.enabled);
+    assert_eq!(app.schedule, "0 * * * *");
+    let dep = &s.insight_collector.deployment;
+    assert!(dep.enabled);
+    assert_eq!(dep.schedule, "15 */2 * * *");
+    assert_eq!(dep.chunk_max_count, 500);
+
+    assert_eq!(s.projects.len(), 2);
+    let demo = s.find_project("demo").expect("demo project");
+    assert_eq!(demo.desc, "Project for trying things out");
+    assert_eq!(demo.static_admin.username, "demo-admin");
+    assert!(
+        demo.static_admin
+            .password_hash
+            .expose()
+            .starts_with("$2a$10$")
+    );
+    assert_eq!(s.find_project("second").map(|p| p.desc.as_str()), Some(""));
+    assert!(s.find_project("nope").is_none());
+
+    assert_eq!(s.shared_sso_configs.len(), 2);
+    let gh = s.shared_sso_config("corp-github").expect("github sso");
+    assert_eq!(gh.provider, SsoProvider::Github);
+    assert_eq!(gh.session_ttl, Some(12));
+    assert_eq!(gh.session_ttl(), Duration::from_secs(12 * 3600));
+    let g = gh.github.as_ref().expect("github section");
+    assert_eq!(g.client_id, "gh-client-id");
+    assert_eq!(g.client_secret.expose(), "gh-client-secret");
+    assert_eq!(g.base_url.as_deref(), Some("https://github.example.com/"));
+    assert_eq!(
+        g.upload_url.as_deref(),
+        Some("https://github.example.com/api/uploads/")
+    );
+    assert_eq!(
+        g.proxy_url.as_deref(),
+        Some("http://proxy.example.com:3128")
+    );
+
+    let oidc = s.shared_sso_config("corp-oidc").expect("oidc sso");
+    assert_eq!(oidc.provider, SsoProvider::Oidc);
+    assert_eq!(oidc.session_ttl(), DEFAULT_SSO_SESSION_TTL);
+    let o = oidc.oidc.as_ref().expect("oidc section");
+    assert_eq!(
+        (
+            o.client_id.as_str(),
+            o.client_secret.expose(),
+            o.issuer.as_str()
+        ),
+        (
+            "oidc-client-id",
+            "oidc-client-secret",
+            "https://id.example.com"
+        )
+    );
+    assert_eq!(
+        o.redirect_uri.as_deref(),
+        Some("https://pipecd.example.com/auth/callback")
+    );
+    assert_eq!(
+        o.authorization_endpoint.as_deref(),
+        Some("https://id.example.com/authorize")
+    );
+    assert_eq!(
+        o.token_endpoint.as_deref(),
+        Some("https://id.example.com/token")
+    );
+    assert_eq!(
+        o.user_info_endpoint.as_deref(),
+        Some("https://id.example.com/userinfo")
+    );
+    assert_eq!(
+        o.proxy_url.as_deref(),
+        Some("http://proxy.example.com:3128")
+    );
+    assert_eq!(o.scopes, ["openid", "profile", "email"]);
+    assert_eq!(o.roles_claim_key.as_deref(), Some("groups"));
+    assert_eq!(o.username_claim_key.as_deref(), Some("preferred_username"));
+    assert_eq!(o.avatar_url_claim_key.as_deref(), Some("picture"));
+
+    // Upstream backends load but Wisp refuses to serve them.
+    let err = c.ensure_supported().unwrap_err();
+    assert!(matches!(err, ConfigError::Unsupported(_)));
+    let msg = err.to_string();
+    assert!(msg.contains("datastore type FIRESTORE"), "{msg}");
+    assert!(msg.contains("filestore type GCS"), "{msg}");
+    assert!(msg.contains("does not support"), "{msg}");
+    assert!(msg.contains("type: LOCAL"), "{msg}");
+}
+
+#[test]
+fn upstream_sample_shape_parses() {
+    // The layout of upstream's pkg/config/testdata sample (fields in its order,
+    // `cache.ttl` as a Go duration, only `insightCollector.deployment` given).
+    let c = parse(&format!(
+        "{ENVELOPE}spec:
+  projects:
+    - id: abc
+      staticAdmin:
+        username: test-user
+        passwordHash: test-password
+  sharedSSOConfigs:
+    - name: github
+      provider: GITHUB
+      github:
+        clientId: client-id
+        clientSecret: client-secret
+        baseUrl: base-url
+        uploadUrl: upload-url
+  datastore:
+    type: FIRESTORE
+    config:
+      namespace: pipecd-test
+      environment: unit-test
+      project: project
+      credentialsFile: \"datastore-credentials-file.json\"
+  filestore:
+    type: GCS
+    config:
+      bucket: bucket
+      credentialsFile: \"filestore-credentials-file.json\"
+  cache:
+    ttl: 5m
+  insightCollector:
+    deployment:
+      enabled: true
+      schedule: \"0 10 * * *\"
+"
+    ))
+    .expect("upstream-shaped sample");
+    assert_eq!(c.spec.datastore.store_type(), DatastoreType::Firestore);
+    assert_eq!(c.spec.filestore.store_type(), FilestoreType::Gcs);
+    assert_eq!(c.spec.cache.ttl.as_std(), Duration::from_secs(300));
+    assert_eq!(c.spec.insight_collector.deployment.schedule, "0 10 * * *");
+    assert_eq!(c.spec.insight_collector.deployment.chunk_max_count, 1000);
+    assert!(c.spec.insight_collector.application.enabled);
+    assert_eq!(c.spec.projects[0].id, "abc");
+}
+
+#[test]
+fn quickstart_shape_parses_but_is_unsupported() {
+    let c = load("quickstart.yaml");
+    let DatastoreConfig::MySql(mysql) = &c.spec.datastore else {
+        panic!("not MySQL: {:?}", c.spec.datastore)
+    };
+    assert_eq!(mysql.url, "root:test@tcp(controlplane-mysql:3306)");
+    assert_eq!(mysql.database.as_deref(), Some("quickstart"));
+    let FilestoreConfig::Minio(minio) = &c.spec.filestore else {
+        panic!("not MinIO: {:?}", c.spec.filestore)
+    };
+    assert!(minio.auto_create_bucket);
+    assert_eq!(
+        minio.secret_key_file.as_deref(),
+        Some(Path::new("/etc/pipecd-secret/minio-secret-key"))
+    );
+    assert_eq!(c.spec.projects[0].static_admin.username, "hello-pipecd");
+
+    let msg = c.ensure_supported().unwrap_err().to_string();
+    assert!(msg.contains("quickstart.yaml"), "{msg}");
+    assert!(msg.contains("datastore type MYSQL"), "{msg}");
+    assert!(
+        msg.contains("filestore type MINIO is not supported by Wisp yet"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn embedded_types_and_path_resolution() {
+    let mut c = load("embedded.yaml");
+    c.ensure_supported().expect("LOCAL stores are supported");
+    assert_eq!(c.spec.cache.ttl.as_std(), Duration::from_secs(5400));
+    assert_eq!(
+        c.spec.datastore,
+        DatastoreConfig::Local(LocalDatastoreConfig {
+            path: Some("state/wisp.db".into())
+        })
+    );
+
+    c.resolve_relative_paths(Path::new("/etc/wisp"));
+    c.fill_local_defaults(Path::new("/var/lib/wisp"));
+    let DatastoreConfig::Local(ds) = &c.spec.datastore else {
+        panic!("not LOCAL")
+    };
+    assert_eq!(
+        ds.path.as_deref(),
+        Some(Path::new("/etc/wisp/state/wisp.db"))
+    );
+    let FilestoreConfig::Local(fs) = &c.spec.filestore else {
+        panic!("not LOCAL")
+    };
+    // Already absolute: untouched.
+    assert_eq!(fs.dir.as_deref(), Some(Path::new("/srv/wisp/files")));
+
+    // Unset paths get data-dir defaults; resolution leaves them alone when unset.
+    let mut c = parse(&format!(
+        "{ENVELOPE}spec:\n  datastore: {{type: LOCAL}}\n  filestore: {{type: EMBEDDED}}\n"
+    ))
+    .expect("bare LOCAL");
+    c.resolve_relative_paths(Path::new("/etc/wisp"));
+    assert_eq!(c.spec.datastore, DatastoreConfig::default());
+    c.fill_local_defaults(Path::new("/data"));
+    assert_eq!(c, {
+        let mut d = Config::default_embedded("/data");
+        d.source = c.source.clone();
+        d
+    });
+}
+
+#[test]
+fn default_embedded_config() {
+    let c = Config::default_embedded("/var/lib/wisp");
+    assert_eq!(
+        c.spec.datastore,
+        DatastoreConfig::Local(LocalDatastoreConfig {
+            path: Some("/var/lib/wisp/wisp.db".into())
+        })
+    );
+    assert_eq!(
+        c.spec.filestore,
+        FilestoreConfig::Local(LocalFilestoreConfig {
+            dir: Some("/var/lib/wisp/filestore".into())
+        })
+    );
+    assert_eq!(c.spec.cache.ttl.as_std(), DEFAULT_CACHE_TTL);
+    assert!(c.spec.projects.is_empty());
+    assert!(c.spec.shared_sso_configs.is_empty());
+    c.validate().expect("valid");
+    c.ensure_supported().expect("supported");
+}
+
+#[test]
+fn defaults_applied_to_minimal_and_zero_values() {
+    for yaml in [
+        ENVELOPE.to_owned(),
+        format!("{ENVELOPE}spec:\n"),
+        format!("{ENVELOPE}spec: {{}}\n"),
+        format!("{ENVELOPE}spec:\n  cache:\n  insightCollector:\n  projects:\n"),
+        format!(
+            "{ENVELOPE}spec:
+  address: ''
+  cache: {{ttl: 0s}}
+  insightCollector:
+    application: {{schedule: ''}}
+    deployment: {{schedule: '', chunkMaxCount: 0}}
+"
+        ),
+    ] {
+        let c = parse(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+        let s = &c.spec;
+        assert_eq!(s.address, None, "{yaml}");
+        assert_eq!(s.cache.ttl.as_std(), Duration::from_secs(300), "{yaml}");
+        assert_eq!(
+            s.insight_collector,
+            InsightCollectorConfig::default(),
+            "{yaml}"
+        );
+        assert!(s.insight_collector.application.enabled);
+        assert_eq!(s.insight_collector.application.schedule, "0 * * * *");
+        assert!(s.insight_collector.deployment.enabled);
+        assert_eq!(s.insight_collector.deployment.schedule, "30 * * * *");
+        assert_eq!(s.insight_collector.deployment.chunk_max_count, 1000);
+        assert_eq!(s.datastore, DatastoreConfig::default(), "{yaml}");
+        assert_eq!(s.filestore, FilestoreConfig::default(), "{yaml}");
+    }
+}
+
+#[test]
+fn unknown_field_names_field_and_line() {
+    let err = parse_err(&format!("{ENVELOPE}spec:\n  datastor:\n    type: LOCAL\n"));
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(
+            "control-plane-config.yaml: spec: unknown field `datastor` at line 4 column 3, expected one of"
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("`datastore`"), "{msg}");
+    assert!(
+        matches!(
+            err,
+            ConfigError::Parse {
+                line: Some(4),
+                column: Some(3),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    // Deeper down, each time with the field and its position.
+    let cases = [
+        ("metadata: {}\nspec: {}\n", "metadata", 3, 1),
+        (
+            "spec:\n  projects:\n    - id: a\n      staticAdmin: {username: u, passwordHash: h}\n      role: admin\n",
+            "role",
+            7,
+            7,
+        ),
+        (
+            "spec:\n  projects:\n    - id: a\n      staticAdmin:\n        username: u\n        password: h\n",
+            "password",
+            8,
+            9,
+        ),
+        (
+            "spec:\n  datastore:\n    type: LOCAL\n    config:\n      file: x.db\n",
+            "file",
+            7,
+            7,
+        ),
+        (
+            "spec:\n  filestore:\n    type: S3\n    config:\n      bucket: b\n      roleArm: x\n",
+            "roleArm",
+            8,
+            7,
+        ),
+        ("spec:\n  cache:\n    tll: 5m\n", "tll", 5, 5),
+        (
+            "spec:\n  insightCollector:\n    deployment:\n      chunkMaxCnt: 3\n",
+            "chunkMaxCnt",
+            6,
+            7,
+        ),
+        (
+            "spec:\n  sharedSSOConfigs:\n    - name: x\n      provider: OIDC\n      oidc:\n        clientId: a\n        clientSecret: b\n        issuer: c\n        scope: [openid]\n",
+            "scope",
+            11,
+            9,
+        ),
+    ];
+    for (body, field, line, column) in cases {
+        let err = parse_err(&format!("{ENVELOPE}{body}"));
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!(
+                "unknown field `{field}` at line {line} column {column}"
+            )),
+            "{field}: {msg}"
+        );
+        assert!(msg.starts_with("control-plane-config.yaml: "), "{msg}");
+    }
+}
+
+#[test]
+fn type_errors_carry_a_location() {
+    let err = parse_err(&format!("{ENVELOPE}spec:\n  cache:\n    ttl: 5 minutes\n"));
+    let msg = err.to_string();
+    assert!(msg.contains("invalid duration \"5 minutes\""), "{msg}");
+    assert!(msg.contains("line 5"), "{msg}");
+
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:\n  datastore:\n    type: POSTGRES\n"
+    ));
+    let msg = err.to_string();
+    assert!(msg.contains("unknown variant `POSTGRES`"), "{msg}");
+    assert!(msg.contains("line 5 column 11"), "{msg}");
+
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:\n  sharedSSOConfigs:\n    - name: x\n      provider: GITLAB\n"
+    ));
+    assert!(
+        err.to_string().contains("unknown variant `GITLAB`"),
+        "{err}"
+    );
+
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:\n  insightCollector:\n    deployment: {{chunkMaxCount: -1}}\n"
+    ));
+    assert!(err.to_string().contains("line 5"), "{err}");
+
+    let err = parse_err(&format!("{ENVELOPE}spec:\n  projects: [\n"));
+    assert!(
+        matches!(err, ConfigError::Parse { line: Some(_), .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn wrong_kind_or_api_version() {
+    let err = parse_err("apiVersion: pipecd.dev/v1beta1\nkind: Piped\nspec:\n  pipedID: x\n");
+    assert!(matches!(err, ConfigError::Kind { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("unsupported kind \"Piped\", expected \"ControlPlane\""),
+        "{msg}"
+    );
+
+    let err = parse_err("apiVersion: pipecd.dev/v1\nkind: ControlPlane\n");
+    assert!(matches!(err, ConfigError::ApiVersion { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("unsupported apiVersion \"pipecd.dev/v1\", expected \"pipecd.dev/v1beta1\""),
+        "{msg}"
+    );
+
+    let err = parse_err("kind: ControlPlane\nspec: {}\n");
+    assert!(err.to_string().contains("`apiVersion` is missing"), "{err}");
+    let err = parse_err("apiVersion: pipecd.dev/v1beta1\nspec: {}\n");
+    assert!(err.to_string().contains("`kind` is missing"), "{err}");
+
+    for empty in ["", "# only a comment\n", "---\n"] {
+        let err = parse_err(empty);
+        assert!(
+            err.to_string().contains("document is empty"),
+            "{empty:?}: {err}"
+        );
+    }
+    let err = parse_err("- a list\n");
+    assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("expected a control-plane configuration mapping"),
+        "{err}"
+    );
+}
+
+#[test]
+fn validation_reports_every_problem() {
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:
+  projects:
+    - id: a
+      staticAdmin: {{username: u, passwordHash: h}}
+    - id: a
+      staticAdmin: {{username: u, passwordHash: h}}
+    - id: ''
+      staticAdmin: {{username: u, passwordHash: h}}
+    - id: b
+  sharedSSOConfigs:
+    - name: s
+      provider: GITHUB
+    - name: s
+      provider: OIDC
+      oidc: {{clientId: c, clientSecret: d}}
+"
+    ));
+    let ConfigError::Invalid { problems, .. } = &err else {
+        panic!("not a validation error: {err:?}")
+    };
+    let expected = [
+        "projects[1]: duplicate project id \"a\"",
+        "projects[2]: id must not be empty",
+        "projects[3]: staticAdmin.username is required",
+        "projects[3]: staticAdmin.passwordHash is required",
+        "sharedSSOConfigs[0]: provider GITHUB requires a `github` section",
+        "sharedSSOConfigs[1]: duplicate shared SSO config name \"s\"",
+        "sharedSSOConfigs[1]: oidc.issuer is required",
+    ];
+    assert_eq!(problems, &expected, "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("control-plane-config.yaml: invalid configuration: projects[1]"),
+        "{err}"
+    );
+
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:\n  filestore:\n    type: S3\n    config: {{region: eu-west-1}}\n"
+    ));
+    assert!(
+        err.to_string().contains("bucket is required for type S3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn shared_sso_upstream_variants() {
+    let c = parse(&format!(
+        "{ENVELOPE}spec:
+  sharedSSOConfigs:
+    - name: snake
+      provider: GITHUB
+      session_ttl: \"48\"
+      github:
+        client_id: a
+        client_secret: b
+        base_url: https://ghe.example.com
+    - name: google
+      provider: GOOGLE
+      sessionTtl: 0
+      google: {{clientId: g, clientSecret: h}}
+"
+    ))
+    .expect("protobuf JSON spellings");
+    let snake = c.spec.shared_sso_config("snake").expect("snake");
+    assert_eq!(snake.session_ttl(), Duration::from_secs(48 * 3600));
+    let gh = snake.github.as_ref().expect("github");
+    assert_eq!(gh.client_id, "a");
+    assert_eq!(gh.base_url.as_deref(), Some("https://ghe.example.com"));
+    let google = c.spec.shared_sso_config("google").expect("google");
+    assert_eq!(google.provider, SsoProvider::Google);
+    assert_eq!(google.session_ttl(), DEFAULT_SSO_SESSION_TTL);
+
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:\n  sharedSSOConfigs:\n    - provider: GITHUB\n      github: {{clientId: a, clientSecret: b}}\n"
+    ));
+    assert!(err.to_string().contains("missing field `name`"), "{err}");
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:\n  sharedSSOConfigs:\n    - name: x\n      provider: GITHUB\n      sessionTtl: -1\n"
+    ));
+    assert!(err.to_string().contains("must not be negative"), "{err}");
+}
+
+#[test]
+fn from_file_errors_name_the_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("control-plane-config.yaml");
+    std::fs::write(&path, format!("{ENVELOPE}spec:\n  datastor: {{}}\n")).expect("write");
+    let msg = Config::from_file(&path).unwrap_err().to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "{}: spec: unknown field `datastor` at line 4 column 3",
+            path.display()
+        )),
+        "{msg}"
+    );
+
+    let missing = dir.path().join("absent.yaml");
+    let err = Config::from_file(&missing).unwrap_err();
+    assert!(matches!(err, ConfigError::Io { .. }), "{err:?}");
+    assert!(err.to_string().contains("absent.yaml"), "{err}");
+}
+
+#[test]
+fn debug_redacts_secrets() {
+    let c = load("control-plane-config.yaml");
+    let shown = format!("{c:?}");
+    for secret in [
+        "3f1c9a0e5b7d4c2a",
+        "gh-client-secret",
+        "oidc-client-secret",
+        "$2a$10$",
+    ] {
+        assert!(!shown.contains(secret), "{secret} leaked in Debug output");
+    }
+    // Non-secret values are still visible.
+    assert!(shown.contains("gh-client-id"));
+}
+
+#[test]
+fn yaml_round_trip() {
+    for name in [
+        "control-plane-config.yaml",
+        "quickstart.yaml",
+        "embedded.yaml",
+    ] {
+        let c = load(name);
+        let text = c.to_yaml_string().expect("serialize");
+        assert!(text.starts_with("apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\n"));
+        let again =
+            Config::from_yaml_str(&text, &c.source).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(again, c, "{text}");
+    }
+    let text = Config::default_embedded("/d")
+        .to_yaml_string()
+        .expect("serialize");
+    assert!(
+        text.contains("type: LOCAL") && text.contains("path: /d/wisp.db"),
+        "{text}"
+    );
+    assert!(text.contains("ttl: 5m0s"), "{text}");
+}

@@ -1,0 +1,16 @@
+//! The PipeCD wire contract, generated from our own `.proto` files in `proto/`.
+//! Package `model` holds the data model; each `grpc.service.*` package one service.
+
+pub mod model {
+    tonic::include_proto!("model");
+}
+
+pub mod grpc {
+    pub mod service {
+        pub mod pipedservice {
+            tonic::include_proto!("grpc.service.pipedservice");
+        }
+    }
+}
+
+pub use grpc::service::pipedservice;

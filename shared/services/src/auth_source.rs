@@ -1,0 +1,51 @@
+//! What the credential verifiers read, served from the stores: the wiring between
+//! `wisp-auth` (store-free) and `wisp-store`.
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use wisp_auth::{PipedAuthInfo, PipedKeySource, SourceError};
+use wisp_store::{StoreError, stores::Stores};
+
+#[derive(Clone)]
+pub struct StoreKeySource {
+    stores: Stores,
+    /// Projects defined in the config file; they are never in the datastore.
+    config_projects: BTreeSet<String>,
+}
+
+impl StoreKeySource {
+    pub fn new(stores: Stores, config_projects: impl IntoIterator<Item = String>) -> Self {
+        StoreKeySource { stores, config_projects: config_projects.into_iter().collect() }
+    }
+}
+
+fn source_error(err: StoreError) -> SourceError {
+    SourceError::new(err)
+}
+
+#[async_trait]
+impl PipedKeySource for StoreKeySource {
+    async fn project_exists(&self, project_id: &str) -> Result<bool, SourceError> {
+        if self.config_projects.contains(project_id) {
+            return Ok(true);
+        }
+        match self.stores.projects.get_any(project_id).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::NotFound(_)) => Ok(false),
+            Err(e) => Err(source_error(e)),
+        }
+    }
+
+    async fn piped(&self, piped_id: &str) -> Result<Option<PipedAuthInfo>, SourceError> {
+        match self.stores.pipeds.get_any(piped_id).await {
+            Ok(p) => Ok(Some(PipedAuthInfo {
+                project_id: p.project_id,
+                disabled: p.disabled,
+                key_hashes: p.keys.into_iter().map(|k| k.hash).collect(),
+            })),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(source_error(e)),
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! `Cache` in process memory, bounded in entries and bytes.
+//!
+//! TTLs are honoured on every read. When a write would exceed a bound, expired entries
+//! go first, then the least recently used ones; a value larger than the whole byte budget
+//! is simply not cached (a cache may always miss).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use wisp_store::cache::Cache;
+use wisp_store::error::{Result, StoreError};
+
+pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
+pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// Rough per-entry bookkeeping cost counted against the byte budget.
+const ENTRY_OVERHEAD: usize = 64;
+
+pub struct MemoryCache {
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for MemoryCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("MemoryCache")
+            .field("entries", &inner.entries.len())
+            .field("bytes", &inner.bytes)
+            .field("max_entries", &inner.max_entries)
+            .field("max_bytes", &inner.max_bytes)
+            .finish()
+    }
+}
+
+enum Value {
+    Bytes(Vec<u8>),
+    Hash(HashMap<String, Vec<u8>>),
+}
+
+struct Entry {
+    value: Value,
+    expires: Option<Instant>,
+    /// Recency stamp: key of this entry in `Inner::recency`.
+    stamp: u64,
+    bytes: usize,
+}
+
+struct Inner {
+    entries: HashMap<String, Entry>,
+    /// stamp → key, oldest use first.
+    recency: BTreeMap<u64, String>,
+    /// (expiry, stamp) of entries with a TTL, soonest first.
+    expiries: BTreeSet<(Instant, u64)>,
+    next_stamp: u64,
+    bytes: usize,
+    max_entries: usize,
+    max_bytes: usize,
+}
+
+fn value_bytes(key: &str, value: &Value) -> usize {
+    ENTRY_OVERHEAD
+        + key.len()
+        + match value {
+            Value::Bytes(b) => b.len(),
+            Value::Hash(h) => h
+                .iter()
+                .map(|(f, v)| ENTRY_OVERHEAD + f.len() + v.len())
+                .sum(),
+        }
+}
+
+impl Inner {
+    fn stamp(&mut self) -> u64 {
+        self.next_stamp += 1;
+        self.next_stamp
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        self.recency.remove(&entry.stamp);
+        if let Some(at) = entry.expires {
+            self.expiries.remove(&(at, entry.stamp));
+        }
+        self.bytes = self.bytes.saturating_sub(entry.bytes);
+        Some(entry)
+    }
+
+    /// Inserts (replacing any previous entry) and enforces the bounds, never evicting
+    /// the entry just inserted unless it alone is too big.
+    fn insert(&mut self, key: &str, value: Value, expires: Option<Instant>, now: Instant) {
+        self.remove(key);
+        let bytes = value_bytes(key, &value);
+        if bytes > self.max_bytes || self.max_entries == 0 {
+            return;
+        }
+        let stamp = self.stamp();
+        self.recency.insert(stamp, key.to_string());
+        if let Some(at) = expires {
+            self.expiries.insert((at, stamp));
+        }
+        self.bytes += bytes;
+        self.entries.insert(
+            key.to_string(),
+            Entry {
+                value,
+                expires,
+                stamp,
+                bytes,
+            },
+        );
+        self.enforce(stamp, now);
+    }
+
+    /// Evicts expired entries, then least recently used ones, until within bounds.
+    fn enforce(&mut self, keep: u64, now: Instant) {
+        if self.entries.len() <= self.max_entries && self.bytes <= self.max_bytes {
+            return;
+        }
+        while let Some(&(at, stamp)) = self.expiries.first() {
+            if at > now {
+                break;
+            }
+            match self.recency.get(&stamp).cloned() {
+                Some(key) => {
+                    self.remove(&key);
+                }
+                None => {
+                    self.expiries.remove(&(at, stamp));
+                }
+            }
+        }
+        while self.entries.len() > self.max_entries || self.bytes > self.max_bytes {
+            let Some((&stamp, key)) = self.recency.iter().find(|(s, _)| **s != keep) else {
+                break;
+            };
+            let key = key.clone();
+            if self.remove(&key).is_none() {
+                self.recency.remove(&stamp);
+            }
+        }
+    }
+
+    /// The live entry at `key`, marked as just used; an expired one is dropped.
+    fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
+        let expired = match self.entries.get(key) {
+            None => return None,
+            Some(entry) => entry.expires.is_some_and(|at| at <= now),
+        };
+        if expired {
+            self.remove(key);
+            return None;
+        }
+        let stamp = self.stamp();
+        let entry = self.entries.get_mut(key)?;
+        let old = std::mem::replace(&mut entry.stamp, stamp);
+        if let Some(at) = entry.expires {
+            self.expiries.remove(&(at, old));
+            self.expiries.insert((at, stamp));
+        }
+        self.recency.remove(&old);
+        self.recency.insert(stamp, key.to_string());
+        self.entries.get_mut(key)
+    }
+}
+
+fn wrong_type(key: &str) -> StoreError {
+    StoreError::InvalidArgument(format!("cache key {key} holds another type of value"))
+}
+
+impl Default for MemoryCache {
+    fn default() -> Self {
+        MemoryCache::new(DEFAULT_MAX_ENTRIES, DEFAULT_MAX_BYTES)
+    }
+}
+
+impl MemoryCache {
+    /// At most `max_entries` keys and about `max_bytes` of keys, fields and values.
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        MemoryCache {
+            inner: Mutex::new(Inner {
+                entries: HashMap::new(),
+                recency: BTreeMap::new(),
+                expiries: BTreeSet::new(),
+                next_stamp: 0,
+                bytes: 0,
+                max_entries,
+                max_bytes,
+            }),
+        }
+    }
+
+    /// Number of keys held, expired ones not yet evicted included.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Approximate bytes held.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // Every critical section leaves `Inner` consistent before it can panic.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl Cache for MemoryCache {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let mut inner = self.lock();
+        match inner.live(key, Instant::now()) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Bytes(b),
+                ..
+            }) => Ok(Some(b.clone())),
+            Some(_) => Err(wrong_type(key)),
+        }
+    }
+
+    async fn put(&self, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<()> {
+        let now = Instant::now();
+        // A TTL too large to represent means no expiry.
+        let expires = ttl.and_then(|ttl| now.checked_add(ttl));
+        self.lock().insert(key, Value::Bytes(value), expires, now);
+        Ok(())
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        self.lock().remove(key);
+        Ok(())
+    }
+
+    async fn hash_set(&self, key: &str, field: &str, value: Vec<u8>) -> Result<()> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let (mut fields, expires) = match inner.live(key, now) {
+            None => (HashMap::new(), None),
+            Some(Entry {
+                value: Value::Hash(_),
+                ..
+            }) => match inner.remove(key) {
+                Some(Entry {
+                    value: Value::Hash(h),
+                    expires,
+                    ..
+                }) => (h, expires),
+                _ => (HashMap::new(), None),
+            },
+            Some(_) => return Err(wrong_type(key)),
+        };
+        fields.insert(field.to_string(), value);
+        inner.insert(key, Value::Hash(fields), expires, now);
+        Ok(())
+    }
+
+    async fn hash_get(&self, key: &str, field: &str) -> Result<Option<Vec<u8>>> {
+        let mut inner = self.lock();
+        match inner.live(key, Instant::now()) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Hash(h),
+                ..
+            }) => Ok(h.get(field).cloned()),
+            Some(_) => Err(wrong_type(key)),
+        }
+    }
+
+    async fn hash_get_all(&self, key: &str) -> Result<HashMap<String, Vec<u8>>> {
+        let mut inner = self.lock();
+        match inner.live(key, Instant::now()) {
+            None => Ok(HashMap::new()),
+            Some(Entry {
+                value: Value::Hash(h),
+                ..
+            }) => Ok(h.clone()),
+            Some(_) => Err(wrong_type(key)),
+        }
+    }
+
+    async fn hash_delete(&self, key: &str, field: &str) -> Result<()> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let (freed, empty) = match inner.live(key, now) {
+            None => return Ok(()),
+            Some(Entry {
+                value: Value::Hash(h),
+                bytes,
+                ..
+            }) => match h.remove(field) {
+                Some(v) => {
+                    let freed = ENTRY_OVERHEAD + field.len() + v.len();
+                    *bytes = bytes.saturating_sub(freed);
+                    (freed, h.is_empty())
+                }
+                None => (0, false),
+            },
+            Some(_) => return Err(wrong_type(key)),
+        };
+        inner.bytes = inner.bytes.saturating_sub(freed);
+        if empty {
+            // Like Redis: a hash with no fields does not exist.
+            inner.remove(key);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn entry_bound_evicts_least_recently_used() {
+        let cache = MemoryCache::new(3, usize::MAX);
+        for k in ["a", "b", "c"] {
+            cache.put(k, vec![1], None).await.expect("put");
+        }
+        cache.get("a").await.expect("get"); // a is now the most recent
+        cache.put("d", vec![1], None).await.expect("put");
+        assert_eq!(cache.len(), 3);
+        assert!(cache.get("b").await.expect("get").is_none());
+        for k in ["a", "c", "d"] {
+            assert!(cache.get(k).await.expect("get").is_some(), "{k}");
+        }
+    }
+
+    #[tokio::test]
+    async fn expired_entries_are_evicted_before_live_ones() {
+        let cache = MemoryCache::new(3, usize::MAX);
+        cache.put("old", vec![1], None).await.expect("put");
+        cache
+            .put("short", vec![1], Some(Duration::from_millis(10)))
+            .await
+            .expect("put");
+        cache.put("other", vec![1], None).await.expect("put");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        cache.put("new", vec![1], None).await.expect("put");
+        assert!(cache.get("old").await.expect("get").is_some());
+        assert!(cache.get("new").await.expect("get").is_some());
+        assert!(cache.get("short").await.expect("get").is_none());
+    }
+
+    #[tokio::test]
+    async fn byte_bound_holds_and_oversized_values_are_skipped() {
+        let cache = MemoryCache::new(usize::MAX, 4096);
+        for i in 0..100 {
+            cache
+                .put(&format!("k{i}"), vec![0; 500], None)
+                .await
+                .expect("put");
+            assert!(cache.bytes() <= 4096);
+        }
+        assert!(cache.len() < 10);
+        assert!(cache.get("k99").await.expect("get").is_some());
+        cache.put("k99", vec![0; 10_000], None).await.expect("put");
+        assert!(
+            cache.get("k99").await.expect("get").is_none(),
+            "stale value must not remain"
+        );
+        for i in 0..100 {
+            cache
+                .hash_set("h", &format!("f{i}"), vec![0; 100])
+                .await
+                .expect("hash_set");
+            assert!(cache.bytes() <= 4096);
+        }
+    }
+
+    #[tokio::test]
+    async fn accounting_returns_to_zero() {
+        let cache = MemoryCache::default();
+        cache
+            .put("a", vec![0; 10], Some(Duration::from_secs(60)))
+            .await
+            .expect("put");
+        cache
+            .hash_set("h", "f", vec![0; 10])
+            .await
+            .expect("hash_set");
+        cache
+            .hash_set("h", "g", vec![0; 10])
+            .await
+            .expect("hash_set");
+        cache.hash_delete("h", "f").await.expect("hash_delete");
+        cache.hash_delete("h", "g").await.expect("hash_delete");
+        cache.delete("a").await.expect("delete");
+        assert_eq!(cache.len(), 0);
+        assert_eq!(cache.bytes(), 0);
+        let inner = cache.lock();
+        assert!(inner.recency.is_empty() && inner.expiries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn wrong_type_is_an_error() {
+        let cache = MemoryCache::default();
+        cache.put("k", vec![1], None).await.expect("put");
+        assert!(cache.hash_get("k", "f").await.is_err());
+        cache.hash_set("h", "f", vec![1]).await.expect("hash_set");
+        assert!(cache.get("h").await.is_err());
+    }
+}

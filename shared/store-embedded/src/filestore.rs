@@ -1,0 +1,517 @@
+//! `Filestore` over a local directory: object `a/b/c.txt` is the file `<root>/a/b/c.txt`.
+//!
+//! Writes go to a temporary file in the object's directory and are renamed into place,
+//! so readers see the old content or the new one, never a torn write. The etag is the
+//! hex SHA-256 of the content.
+//!
+//! Conditional puts (`Absent`, `Matches`) and deletes hold a per-path lock (a fixed set of
+//! sharded mutexes) from the condition check to the rename, which makes them atomic with
+//! respect to every other writer *in this process*. Caveat: two processes writing the same
+//! path (e.g. `wisp serve` and an admin CLI) are not serialised with each other; a
+//! conditional put may then overwrite a write that landed between its check and its
+//! rename. Wisp's embedded mode has one server process writing objects, so this is
+//! accepted; a backend shared by several processes must use one with atomic conditional
+//! writes (S3).
+
+use std::collections::hash_map::DefaultHasher;
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::UNIX_EPOCH;
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+use wisp_store::error::{Result, StoreError};
+use wisp_store::filestore::{Filestore, ListPage, Object, ObjectAttrs, PutCondition};
+
+/// Temporary files start with this; object paths may not have a segment that does.
+const TMP_PREFIX: &str = ".wisp-tmp.";
+
+/// Number of lock shards: paths hash onto them, so unrelated paths rarely wait.
+const LOCK_SHARDS: usize = 64;
+
+/// How often a put retries when a concurrent delete pruned the directory it just made.
+const MAX_DIR_ATTEMPTS: usize = 8;
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Clone)]
+pub struct LocalFilestore {
+    root: Arc<PathBuf>,
+    locks: Arc<[Arc<Mutex<()>>]>,
+}
+
+impl std::fmt::Debug for LocalFilestore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalFilestore")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+impl LocalFilestore {
+    /// Uses `root` (created if missing) as the store. Blocks briefly: call at startup.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        fs::create_dir_all(&root).map_err(|e| {
+            StoreError::Unavailable(format!("creating filestore root {}: {e}", root.display()))
+        })?;
+        let locks = (0..LOCK_SHARDS).map(|_| Arc::new(Mutex::new(()))).collect();
+        Ok(LocalFilestore {
+            root: Arc::new(root),
+            locks,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    async fn lock(&self, path: &str) -> OwnedMutexGuard<()> {
+        let mut hasher = DefaultHasher::new();
+        path.hash(&mut hasher);
+        let shard = (hasher.finish() % LOCK_SHARDS as u64) as usize;
+        self.locks[shard].clone().lock_owned().await
+    }
+
+    /// Runs `f` on the blocking pool. `guard` (if any) is held until `f` has finished,
+    /// even if the calling future is dropped meanwhile.
+    async fn run<T, F>(&self, guard: Option<OwnedMutexGuard<()>>, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Path) -> Result<T> + Send + 'static,
+    {
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = f(&root);
+            drop(guard);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("filestore task failed: {e}")))?
+    }
+}
+
+/// Rejects object paths that are empty, absolute, contain backslashes, NULs, empty,
+/// `.` or `..` segments, or use the temporary-file prefix.
+pub fn validate_path(path: &str) -> Result<()> {
+    let invalid = |why: &str| {
+        Err(StoreError::InvalidArgument(format!(
+            "object path {path:?}: {why}"
+        )))
+    };
+    if path.is_empty() {
+        return invalid("empty");
+    }
+    if path.starts_with('/') {
+        return invalid("absolute");
+    }
+    if path.contains('\\') {
+        return invalid("contains a backslash");
+    }
+    if path.contains('\0') {
+        return invalid("contains NUL");
+    }
+    for segment in path.split('/') {
+        match segment {
+            "" => return invalid("empty segment"),
+            "." | ".." => return invalid("relative segment"),
+            s if s.starts_with(TMP_PREFIX) => return invalid("reserved name"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A list prefix may end mid-segment (or be empty) but must not climb out of the root.
+fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    let invalid = |why: &str| {
+        Err(StoreError::InvalidArgument(format!(
+            "prefix {prefix:?}: {why}"
+        )))
+    };
+    if prefix.starts_with('/') {
+        return invalid("absolute");
+    }
+    if prefix.contains('\\') || prefix.contains('\0') {
+        return invalid("contains a backslash or NUL");
+    }
+    let mut segments: Vec<&str> = prefix.split('/').collect();
+    segments.pop(); // the last, possibly partial, segment only filters names
+    if segments
+        .iter()
+        .any(|s| s.is_empty() || *s == "." || *s == "..")
+    {
+        return invalid("empty or relative segment");
+    }
+    Ok(())
+}
+
+pub fn etag_of(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+fn io_err(path: &str, e: io::Error) -> StoreError {
+    match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::IsADirectory | io::ErrorKind::NotADirectory => {
+            StoreError::NotFound(format!("object {path}"))
+        }
+        _ => StoreError::Internal(format!("object {path}: {e}")),
+    }
+}
+
+/// Content of the object at `full`, `None` if there is none.
+fn read_object(path: &str, full: &Path) -> Result<Option<Vec<u8>>> {
+    match fs::read(full) {
+        Ok(data) => Ok(Some(data)),
+        Err(e) => match io_err(path, e) {
+            StoreError::NotFound(_) => Ok(None),
+            other => Err(other),
+        },
+    }
+}
+
+/// Writes `data` to a temporary file beside `full` and renames it into place.
+fn write_atomic(path: &str, full: &Path, data: &[u8]) -> Result<()> {
+    let dir = full
+        .parent()
+        .ok_or_else(|| StoreError::InvalidArgument(format!("object path {path:?}: no parent")))?;
+    let mut attempt = 0;
+    let (tmp, mut file) = loop {
+        attempt += 1;
+        fs::create_dir_all(dir).map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => {
+                StoreError::InvalidArgument(format!("object path {path:?}: a parent is an object"))
+            }
+            _ => StoreError::Internal(format!("object {path}: creating directory: {e}")),
+        })?;
+        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!("{TMP_PREFIX}{}.{n}", std::process::id()));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(file) => break (tmp, file),
+            // A concurrent delete pruned the directory between the two calls: again.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < MAX_DIR_ATTEMPTS => {}
+            Err(e) => {
+                return Err(StoreError::Internal(format!(
+                    "object {path}: temp file: {e}"
+                )));
+            }
+        }
+    };
+    let written = file.write_all(data).and_then(|()| file.sync_all());
+    drop(file);
+    let renamed = written.and_then(|()| fs::rename(&tmp, full));
+    if let Err(e) = renamed {
+        let _ = fs::remove_file(&tmp);
+        return Err(match e.kind() {
+            io::ErrorKind::IsADirectory | io::ErrorKind::DirectoryNotEmpty => {
+                StoreError::InvalidArgument(format!(
+                    "object path {path:?}: is a prefix of other objects"
+                ))
+            }
+            _ => StoreError::Internal(format!("object {path}: writing: {e}")),
+        });
+    }
+    Ok(())
+}
+
+/// Removes now-empty directories from `full`'s parent up to (not including) `root`.
+fn prune_empty_dirs(root: &Path, full: &Path) {
+    let mut dir = full.parent();
+    while let Some(d) = dir {
+        if d == root || !d.starts_with(root) || fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+}
+
+fn attrs(path: String, full: &Path) -> Result<Option<ObjectAttrs>> {
+    let Some(data) = read_object(&path, full)? else {
+        return Ok(None);
+    };
+    let updated_at = fs::metadata(full)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    Ok(Some(ObjectAttrs {
+        path,
+        size: data.len() as u64,
+        etag: etag_of(&data),
+        updated_at,
+    }))
+}
+
+struct Walk<'a> {
+    root: &'a Path,
+    prefix: &'a str,
+    after: Option<&'a str>,
+    limit: usize,
+    out: Vec<ObjectAttrs>,
+    more: bool,
+}
+
+impl Walk<'_> {
+    /// Depth-first over `rel_dir` (`""` or ending in `/`). Entries are visited in order of
+    /// `name` for files and `name/` for directories, which is exactly the order of the
+    /// full paths, so objects come out sorted and the walk can stop after `limit`.
+    fn dir(&mut self, rel_dir: &str) -> Result<()> {
+        let full_dir = self.root.join(rel_dir);
+        let entries = match fs::read_dir(&full_dir) {
+            Ok(entries) => entries,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Ok(());
+            }
+            Err(e) => return Err(StoreError::Internal(format!("listing {rel_dir:?}: {e}"))),
+        };
+        let mut keys: Vec<(String, bool)> = Vec::new();
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| StoreError::Internal(format!("listing {rel_dir:?}: {e}")))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue; // not UTF-8: not written by us
+            };
+            if name.starts_with(TMP_PREFIX) {
+                continue;
+            }
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                keys.push((format!("{rel_dir}{name}/"), true));
+            } else if kind.is_file() {
+                keys.push((format!("{rel_dir}{name}"), false));
+            }
+        }
+        keys.sort();
+        for (key, is_dir) in keys {
+            if self.more {
+                return Ok(());
+            }
+            if is_dir {
+                // Only directories that can hold a match, and not wholly before `after`.
+                if !(key.starts_with(self.prefix) || self.prefix.starts_with(&key)) {
+                    continue;
+                }
+                if self
+                    .after
+                    .is_some_and(|a| key.as_str() < a && !a.starts_with(&key))
+                {
+                    continue;
+                }
+                self.dir(&key)?;
+            } else {
+                if !key.starts_with(self.prefix) || self.after.is_some_and(|a| key.as_str() <= a) {
+                    continue;
+                }
+                if self.out.len() == self.limit {
+                    self.more = true;
+                    return Ok(());
+                }
+                let full = self.root.join(&key);
+                // Gone since read_dir: a concurrent delete.
+                if let Some(attrs) = attrs(key, &full)? {
+                    self.out.push(attrs);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Filestore for LocalFilestore {
+    async fn get(&self, path: &str) -> Result<Object> {
+        validate_path(path)?;
+        let path = path.to_string();
+        self.run(None, move |root| {
+            match read_object(&path, &root.join(&path))? {
+                Some(data) => Ok(Object {
+                    etag: etag_of(&data),
+                    data,
+                }),
+                None => Err(StoreError::NotFound(format!("object {path}"))),
+            }
+        })
+        .await
+    }
+
+    async fn put(&self, path: &str, data: Vec<u8>, condition: PutCondition) -> Result<String> {
+        validate_path(path)?;
+        let guard = self.lock(path).await;
+        let path = path.to_string();
+        self.run(Some(guard), move |root| {
+            let full = root.join(&path);
+            match condition {
+                PutCondition::Any => {}
+                PutCondition::Absent => {
+                    if read_object(&path, &full)?.is_some() {
+                        return Err(StoreError::AlreadyExists(format!("object {path}")));
+                    }
+                }
+                PutCondition::Matches(expected) => match read_object(&path, &full)? {
+                    None => return Err(StoreError::NotFound(format!("object {path}"))),
+                    Some(current) if etag_of(&current) != expected => {
+                        return Err(StoreError::Conflict(format!("object {path}: etag changed")));
+                    }
+                    Some(_) => {}
+                },
+            }
+            write_atomic(&path, &full, &data)?;
+            Ok(etag_of(&data))
+        })
+        .await
+    }
+
+    /// `limit == 0` means no limit.
+    async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<ListPage> {
+        validate_prefix(prefix)?;
+        let prefix = prefix.to_string();
+        let after = after.map(str::to_string);
+        self.run(None, move |root| {
+            let mut walk = Walk {
+                root,
+                prefix: &prefix,
+                after: after.as_deref(),
+                limit: if limit == 0 { usize::MAX } else { limit },
+                out: Vec::new(),
+                more: false,
+            };
+            // Start at the deepest directory the prefix names.
+            let start = match prefix.rfind('/') {
+                Some(i) => &prefix[..=i],
+                None => "",
+            };
+            walk.dir(start)?;
+            let next = if walk.more {
+                walk.out.last().map(|o| o.path.clone())
+            } else {
+                None
+            };
+            Ok(ListPage {
+                objects: walk.out,
+                next,
+            })
+        })
+        .await
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        validate_path(path)?;
+        let guard = self.lock(path).await;
+        let path = path.to_string();
+        self.run(Some(guard), move |root| {
+            let full = root.join(&path);
+            match fs::remove_file(&full) {
+                Ok(()) => {
+                    prune_empty_dirs(root, &full);
+                    Ok(())
+                }
+                Err(e) => match io_err(&path, e) {
+                    StoreError::NotFound(_) => Ok(()),
+                    other => Err(other),
+                },
+            }
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        for ok in ["a", "log/d/s/0.txt", "a/.hidden", "a..b/c"] {
+            assert!(validate_path(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "/a",
+            "a/../b",
+            "..",
+            "a\\b",
+            "a//b",
+            "a/",
+            "./a",
+            "a/.wisp-tmp.1",
+        ] {
+            assert!(
+                matches!(validate_path(bad), Err(StoreError::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+        for ok in ["", "a", "a/", "a/b", "a/."] {
+            assert!(validate_prefix(ok).is_ok(), "{ok}");
+        }
+        for bad in ["/", "../", "a/../", "a\\", "a//"] {
+            assert!(
+                matches!(validate_prefix(bad), Err(StoreError::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_delete_prunes_empty_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = LocalFilestore::open(dir.path()).expect("open");
+        fs.put("a/b/c/1.txt", b"x".to_vec(), PutCondition::Any)
+            .await
+            .expect("put");
+        fs.put("a/2.txt", b"y".to_vec(), PutCondition::Any)
+            .await
+            .expect("put");
+        fs.delete("a/b/c/1.txt").await.expect("delete");
+        assert!(!dir.path().join("a/b").exists());
+        assert!(dir.path().join("a/2.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn file_and_directory_clash_is_invalid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = LocalFilestore::open(dir.path()).expect("open");
+        fs.put("a/b", b"x".to_vec(), PutCondition::Any)
+            .await
+            .expect("put");
+        let err = fs
+            .put("a/b/c", b"y".to_vec(), PutCondition::Any)
+            .await
+            .expect_err("clash");
+        assert!(matches!(err, StoreError::InvalidArgument(_)), "{err:?}");
+        let err = fs
+            .put("a", b"y".to_vec(), PutCondition::Any)
+            .await
+            .expect_err("clash");
+        assert!(matches!(err, StoreError::InvalidArgument(_)), "{err:?}");
+        assert!(matches!(fs.get("a").await, Err(StoreError::NotFound(_))));
+        assert!(matches!(
+            fs.get("a/b/c").await,
+            Err(StoreError::NotFound(_))
+        ));
+        // No temporary files are left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("a"))
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("b")]);
+    }
+}

@@ -1,0 +1,275 @@
+//! Typed access to one kind: entities in, entities out. Handles encoding, index keys,
+//! optimistic read-modify-write with retries, and filtered pagination with cursors that
+//! are empty on the last page.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use prost::Message;
+
+use crate::datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Query, Record};
+use crate::error::{Result, StoreError};
+
+/// How a protobuf message is stored in the datastore.
+pub trait Entity: Message + Default + Clone + Send + Sync + 'static {
+    const KIND: Kind;
+    fn id(&self) -> &str;
+    fn project_id(&self) -> &str;
+    /// Index entries for this entity's current state (see docs/ARCHITECTURE.md).
+    fn index_keys(&self) -> [Option<IndexKey>; INDEX_SLOTS];
+    /// Stamp `updated_at` (and `created_at` if unset) before a write.
+    fn touch(&mut self, now: i64);
+    /// Checked before every write; a failure changes nothing.
+    fn check(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    /// Unix seconds after which the record may be dropped.
+    fn expires_at(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// Zero-padded decimal so that string order equals numeric order (negative clamps to 0).
+pub fn sort_ts(ts: i64) -> String {
+    format!("{:020}", ts.max(0))
+}
+
+pub fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// How many times an update retries after losing an optimistic-concurrency race.
+const MAX_UPDATE_ATTEMPTS: u32 = 64;
+
+/// A range read on one index, with an optional in-memory predicate.
+pub struct ListOptions<'a, E> {
+    pub slot: usize,
+    pub pk: String,
+    pub sk_from: Option<String>,
+    pub sk_to: Option<String>,
+    pub descending: bool,
+    /// 0 means no limit (read the whole range).
+    pub limit: usize,
+    /// Cursor from a previous page; empty means the first page.
+    pub cursor: String,
+    pub filter: Option<&'a (dyn Fn(&E) -> bool + Send + Sync)>,
+}
+
+impl<E> ListOptions<'_, E> {
+    pub fn new(slot: usize, pk: impl Into<String>) -> Self {
+        ListOptions {
+            slot,
+            pk: pk.into(),
+            sk_from: None,
+            sk_to: None,
+            descending: false,
+            limit: 0,
+            cursor: String::new(),
+            filter: None,
+        }
+    }
+}
+
+/// One page of entities; `cursor` is empty when there is nothing after it.
+#[derive(Debug, Clone)]
+pub struct EntityPage<E> {
+    pub items: Vec<E>,
+    pub cursor: String,
+}
+
+pub struct Collection<E: Entity> {
+    ds: Arc<dyn Datastore>,
+    _entity: PhantomData<fn() -> E>,
+}
+
+impl<E: Entity> Clone for Collection<E> {
+    fn clone(&self) -> Self {
+        Collection {
+            ds: self.ds.clone(),
+            _entity: PhantomData,
+        }
+    }
+}
+
+impl<E: Entity> Collection<E> {
+    pub fn new(ds: Arc<dyn Datastore>) -> Self {
+        Collection {
+            ds,
+            _entity: PhantomData,
+        }
+    }
+
+    pub fn datastore(&self) -> &Arc<dyn Datastore> {
+        &self.ds
+    }
+
+    fn decode(record: &Record) -> Result<E> {
+        E::decode(record.data.as_slice())
+            .map_err(|e| StoreError::Internal(format!("corrupt {} {}: {e}", E::KIND, record.id)))
+    }
+
+    fn encode(entity: &E, version: u64) -> Record {
+        Record {
+            id: entity.id().to_string(),
+            project_id: entity.project_id().to_string(),
+            version,
+            data: entity.encode_to_vec(),
+            indexes: entity.index_keys(),
+            expires_at: entity.expires_at(),
+        }
+    }
+
+    /// Any project; for callers that check ownership themselves (e.g. the piped verifier).
+    pub async fn get_any(&self, id: &str) -> Result<E> {
+        let record = self.ds.get(E::KIND, id).await?;
+        Self::decode(&record)
+    }
+
+    /// `NotFound` unless the entity exists in `project_id`: queries never cross projects.
+    pub async fn get(&self, project_id: &str, id: &str) -> Result<E> {
+        let entity = self.get_any(id).await?;
+        if entity.project_id() != project_id {
+            return Err(StoreError::NotFound(format!("{} {id}", E::KIND)));
+        }
+        Ok(entity)
+    }
+
+    /// Stamps timestamps, checks, and creates. `AlreadyExists` if the id is taken.
+    pub async fn create(&self, mut entity: E) -> Result<E> {
+        entity.touch(now_unix());
+        entity.check().map_err(StoreError::InvalidArgument)?;
+        self.ds.create(E::KIND, Self::encode(&entity, 1)).await?;
+        Ok(entity)
+    }
+
+    /// Optimistic read-modify-write: `mutate` may run several times (on lost races), so it
+    /// must be a pure function of the entity it is given. Returns the stored entity.
+    pub async fn update<F>(&self, project_id: &str, id: &str, mut mutate: F) -> Result<E>
+    where
+        F: FnMut(&mut E) -> Result<()> + Send,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let record = self.ds.get(E::KIND, id).await?;
+            let mut entity = Self::decode(&record)?;
+            if entity.project_id() != project_id {
+                return Err(StoreError::NotFound(format!("{} {id}", E::KIND)));
+            }
+            mutate(&mut entity)?;
+            entity.touch(now_unix());
+            entity.check().map_err(StoreError::InvalidArgument)?;
+            match self
+                .ds
+                .put(
+                    E::KIND,
+                    Self::encode(&entity, record.version),
+                    record.version,
+                )
+                .await
+            {
+                Ok(()) => return Ok(entity),
+                Err(StoreError::Conflict(_)) if attempt < MAX_UPDATE_ATTEMPTS => {
+                    // Jittered backoff so racing writers spread out.
+                    let jitter = rand::random::<u64>() % (1 + u64::from(attempt.min(10)) * 2);
+                    tokio::time::sleep(Duration::from_millis(jitter)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads one index range, applying `filter`, paging until `limit` matches are found.
+    pub async fn list(&self, opts: ListOptions<'_, E>) -> Result<EntityPage<E>> {
+        let mut after = if opts.cursor.is_empty() {
+            None
+        } else {
+            Some(decode_cursor(&opts.cursor)?)
+        };
+        let want = if opts.limit == 0 {
+            usize::MAX
+        } else {
+            opts.limit
+        };
+        let page_size = if opts.limit == 0 {
+            500
+        } else {
+            (opts.limit + 1).clamp(10, 500)
+        };
+        let mut items: Vec<E> = Vec::new();
+        let mut last_cursor: Option<String> = None;
+        loop {
+            let query = Query {
+                kind: E::KIND,
+                slot: opts.slot,
+                pk: opts.pk.clone(),
+                sk_from: opts.sk_from.clone(),
+                sk_to: opts.sk_to.clone(),
+                descending: opts.descending,
+                page_size,
+                after: after.clone(),
+            };
+            let page = self.ds.query(&query).await?;
+            for (record, cursor) in &page.records {
+                let entity = Self::decode(record)?;
+                if let Some(filter) = opts.filter
+                    && !filter(&entity)
+                {
+                    // Still advance past it: a later page must not re-read it.
+                    after = Some(cursor.clone());
+                    continue;
+                }
+                if items.len() == want {
+                    // One match beyond the limit exists: hand out a cursor.
+                    return Ok(EntityPage {
+                        items,
+                        cursor: last_cursor.map(|c| encode_cursor(&c)).unwrap_or_default(),
+                    });
+                }
+                items.push(entity);
+                last_cursor = Some(cursor.clone());
+                after = Some(cursor.clone());
+            }
+            if !page.more || page.records.is_empty() {
+                return Ok(EntityPage {
+                    items,
+                    cursor: String::new(),
+                });
+            }
+            if let Some((_, cursor)) = page.records.last() {
+                after = Some(cursor.clone());
+            }
+        }
+    }
+
+    /// Convenience: the whole range, unfiltered beyond `filter`.
+    pub async fn list_all(
+        &self,
+        slot: usize,
+        pk: impl Into<String>,
+        filter: Option<&(dyn Fn(&E) -> bool + Send + Sync)>,
+    ) -> Result<Vec<E>> {
+        let mut opts = ListOptions::new(slot, pk);
+        opts.filter = filter;
+        Ok(self.list(opts).await?.items)
+    }
+}
+
+/// Cursors handed to clients wrap the backend's cursor so that neither is interpreted
+/// by the other.
+fn encode_cursor(backend: &str) -> String {
+    URL_SAFE_NO_PAD.encode(backend.as_bytes())
+}
+
+fn decode_cursor(cursor: &str) -> Result<String> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| StoreError::InvalidCursor)?;
+    String::from_utf8(bytes).map_err(|_| StoreError::InvalidCursor)
+}

@@ -1,0 +1,29 @@
+//! Store traits — datastore, filestore, cache — and everything built on them that does
+//! not depend on a backend: typed collections, domain stores, the conformance suite.
+
+pub mod cache;
+pub mod collection;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+pub mod datastore;
+pub mod entities;
+pub mod error;
+pub mod filestore;
+
+// Domain stores built on the traits.
+pub mod analysis;
+pub mod commandoutput;
+pub mod livestate;
+pub mod pipedstat;
+pub mod sharedobject;
+pub mod stagelog;
+pub mod stores;
+mod support;
+pub mod unregistered;
+
+pub use cache::Cache;
+pub use collection::{Collection, Entity, EntityPage, ListOptions};
+pub use datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Page, Query, Record};
+pub use error::StoreError;
+pub use filestore::{Filestore, ListPage, Object, ObjectAttrs, PutCondition};
+pub use stores::Stores;

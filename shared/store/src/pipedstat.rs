@@ -1,0 +1,206 @@
+//! The last ReportStat of each piped, which decides ONLINE/OFFLINE.
+//!
+//! Upstream keeps it only in Redis (`HASHKEY:PIPED:STATS`, field = piped id), so every
+//! piped shows OFFLINE without Redis. Here the datastore (kind `PipedStat`, id = piped id,
+//! data = protobuf `model::PipedStat`, expiring 24 h after the report) holds it, and the
+//! cache hash is a read accelerator in upstream's JSON format.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use prost::Message;
+use serde::{Deserialize, Serialize};
+use wisp_proto::model::PipedStat;
+
+use crate::cache::Cache;
+use crate::collection::now_unix;
+use crate::datastore::{Datastore, Kind, Record};
+use crate::error::{Result, StoreError};
+use crate::support::{
+    MAX_WRITE_ATTEMPTS, backoff, cache_hash_get, cache_hash_set, from_json, to_json,
+};
+
+/// A piped is online while its last report is younger than this (upstream's
+/// `PipedStatsRetention`).
+pub const PIPED_STATS_RETENTION_SECS: i64 = 120;
+/// Stored stats expire this long after the report (upstream's cleaner drops them at 24 h).
+pub const PIPED_STAT_EXPIRY_SECS: i64 = 24 * 3600;
+/// A report with unchanged metrics within this long of the stored one is not written to
+/// the datastore (it still reaches the cache). Far below the retention, so a piped that
+/// keeps reporting never looks stale.
+pub const PIPED_STAT_MIN_WRITE_INTERVAL_SECS: i64 = 30;
+pub const PIPED_STATS_CACHE_KEY: &str = "HASHKEY:PIPED:STATS";
+
+/// Fresh while `now - timestamp < 120 s`.
+pub fn is_online(stat: &PipedStat, now: i64) -> bool {
+    now - stat.timestamp < PIPED_STATS_RETENTION_SECS
+}
+
+/// Upstream's cache value: Go's JSON of `model.PipedStat` (bytes as standard base64).
+#[derive(Serialize, Deserialize, Default)]
+struct CachedStat {
+    #[serde(default)]
+    piped_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    metrics: String,
+    #[serde(default)]
+    timestamp: i64,
+}
+
+fn encode_cached(stat: &PipedStat) -> Result<Vec<u8>> {
+    to_json(
+        "piped stat",
+        &CachedStat {
+            piped_id: stat.piped_id.clone(),
+            metrics: STANDARD.encode(&stat.metrics),
+            timestamp: stat.timestamp,
+        },
+    )
+}
+
+fn decode_cached(data: &[u8]) -> Result<PipedStat> {
+    let cached: CachedStat = from_json("cached piped stat", data)?;
+    let metrics = STANDARD
+        .decode(cached.metrics.as_bytes())
+        .map_err(|e| StoreError::Internal(format!("corrupt cached piped stat: {e}")))?;
+    Ok(PipedStat {
+        piped_id: cached.piped_id,
+        metrics,
+        timestamp: cached.timestamp,
+    })
+}
+
+fn decode_record(record: &Record) -> Result<PipedStat> {
+    PipedStat::decode(record.data.as_slice()).map_err(|e| {
+        StoreError::Internal(format!("corrupt {} {}: {e}", Kind::PipedStat, record.id))
+    })
+}
+
+#[derive(Clone)]
+pub struct PipedStatStore {
+    datastore: Arc<dyn Datastore>,
+    cache: Arc<dyn Cache>,
+}
+
+impl PipedStatStore {
+    pub fn new(datastore: Arc<dyn Datastore>, cache: Arc<dyn Cache>) -> Self {
+        PipedStatStore { datastore, cache }
+    }
+
+    /// Same as the free function, for callers holding the store.
+    pub fn is_online(stat: &PipedStat, now: i64) -> bool {
+        is_online(stat, now)
+    }
+
+    /// ReportStat: records `metrics` as reported at `timestamp` (unix seconds, the
+    /// server's clock). A report older than the stored one changes nothing.
+    pub async fn put(
+        &self,
+        project_id: &str,
+        piped_id: &str,
+        metrics: Vec<u8>,
+        timestamp: i64,
+    ) -> Result<()> {
+        if piped_id.is_empty() {
+            return Err(StoreError::InvalidArgument("empty piped id".into()));
+        }
+        let stat = PipedStat {
+            piped_id: piped_id.to_string(),
+            metrics,
+            timestamp,
+        };
+        let record = |version: u64| Record {
+            id: piped_id.to_string(),
+            project_id: project_id.to_string(),
+            version,
+            data: stat.encode_to_vec(),
+            indexes: Default::default(),
+            expires_at: Some(timestamp.saturating_add(PIPED_STAT_EXPIRY_SECS)),
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = match self.datastore.get(Kind::PipedStat, piped_id).await {
+                Ok(existing) => {
+                    match decode_record(&existing) {
+                        Ok(stored) if stored.timestamp > timestamp => return Ok(()),
+                        Ok(stored)
+                            if stored.metrics == stat.metrics
+                                && timestamp - stored.timestamp
+                                    < PIPED_STAT_MIN_WRITE_INTERVAL_SECS =>
+                        {
+                            // The stored stat is recent enough; only the cache moves on.
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(piped_id, error = %e, "replacing corrupt piped stat")
+                        }
+                    }
+                    self.datastore
+                        .put(Kind::PipedStat, record(existing.version), existing.version)
+                        .await
+                }
+                Err(StoreError::NotFound(_)) => {
+                    self.datastore.create(Kind::PipedStat, record(1)).await
+                }
+                Err(e) => return Err(e),
+            };
+            match result {
+                Ok(()) => break,
+                Err(
+                    StoreError::Conflict(_)
+                    | StoreError::AlreadyExists(_)
+                    | StoreError::NotFound(_),
+                ) if attempt < MAX_WRITE_ATTEMPTS => backoff(attempt).await,
+                Err(e) => return Err(e),
+            }
+        }
+        match encode_cached(&stat) {
+            Ok(value) => {
+                cache_hash_set(self.cache.as_ref(), PIPED_STATS_CACHE_KEY, piped_id, value).await
+            }
+            Err(e) => tracing::warn!(piped_id, error = %e, "not caching piped stat"),
+        }
+        Ok(())
+    }
+
+    /// The latest known stat, `None` if the piped never reported (or its stat expired).
+    /// A fresh cached stat is trusted; otherwise the datastore is read too and the newer
+    /// of the two wins, so a stale or missing cache never turns a piped OFFLINE.
+    pub async fn get(&self, piped_id: &str) -> Result<Option<PipedStat>> {
+        let cached =
+            match cache_hash_get(self.cache.as_ref(), PIPED_STATS_CACHE_KEY, piped_id).await {
+                Some(raw) => match decode_cached(&raw) {
+                    Ok(stat) => Some(stat),
+                    Err(e) => {
+                        tracing::warn!(piped_id, error = %e, "ignoring unreadable cache entry");
+                        None
+                    }
+                },
+                None => None,
+            };
+        if let Some(stat) = &cached
+            && is_online(stat, now_unix())
+        {
+            return Ok(cached);
+        }
+        let stored = match self.datastore.get(Kind::PipedStat, piped_id).await {
+            Ok(record) => Some(decode_record(&record)?),
+            Err(StoreError::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        match (cached, stored) {
+            (Some(c), Some(s)) if c.timestamp >= s.timestamp => Ok(Some(c)),
+            (_, Some(s)) => {
+                if let Ok(value) = encode_cached(&s) {
+                    cache_hash_set(self.cache.as_ref(), PIPED_STATS_CACHE_KEY, piped_id, value)
+                        .await;
+                }
+                Ok(Some(s))
+            }
+            (c, None) => Ok(c),
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! Stage logs: `log/<deploymentID>/<stageID>/<retriedCount>.txt` in the filestore, in
+//! upstream's format (one JSON `LogBlock` per line, a final `EOL` line once completed).
+//!
+//! Unlike upstream, which keeps live logs only in Redis between checkpoints, every append
+//! goes to the filestore. The cache (`piped-stage-log:<dep>:<stage>:<retry>`, 5 min)
+//! accelerates reads and saves appends a filestore read; it is never the only copy.
+//!
+//! Appends are a conditional read-modify-write on the file, so concurrent appends lose
+//! nothing. A log only grows (blocks are added, `completed` goes from false to true), so
+//! the cache never replaces an entry with a smaller one.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use wisp_proto::model::LogBlock;
+
+use crate::cache::Cache;
+use crate::error::{Result, StoreError};
+use crate::filestore::{Filestore, PutCondition};
+use crate::support::{
+    CACHE_TTL, MAX_WRITE_ATTEMPTS, backoff, cache_get, cache_put, check_segment, from_json, to_json,
+};
+
+/// The last line of a completed log file.
+pub const EOL: &str = "EOL";
+
+/// A stage log as stored: blocks sorted by index, and whether it was completed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageLog {
+    pub blocks: Vec<LogBlock>,
+    pub completed: bool,
+}
+
+impl StageLog {
+    /// Orders states of one log: along the history of a file both parts only grow.
+    fn generation(&self) -> (usize, bool) {
+        (self.blocks.len(), self.completed)
+    }
+}
+
+/// Filestore path of one stage log (upstream's layout).
+pub fn stage_log_path(deployment_id: &str, stage_id: &str, retried_count: i32) -> String {
+    format!("log/{deployment_id}/{stage_id}/{retried_count}.txt")
+}
+
+/// Cache key of one stage log (upstream's key).
+pub fn stage_log_cache_key(deployment_id: &str, stage_id: &str, retried_count: i32) -> String {
+    format!("piped-stage-log:{deployment_id}:{stage_id}:{retried_count}")
+}
+
+/// Upstream's file format: one compact JSON `LogBlock` per line (newline-terminated),
+/// then `EOL` (no newline) when completed.
+pub fn encode_stage_log(log: &StageLog) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for block in &log.blocks {
+        out.extend(to_json("log block", block)?);
+        out.push(b'\n');
+    }
+    if log.completed {
+        out.extend_from_slice(EOL.as_bytes());
+    }
+    Ok(out)
+}
+
+/// Parses a log file; blank lines are skipped and anything after `EOL` is ignored. A
+/// line that is not a `LogBlock` is an `Internal` error naming `path` and the line.
+pub fn decode_stage_log(path: &str, data: &[u8]) -> Result<StageLog> {
+    let text = std::str::from_utf8(data)
+        .map_err(|e| StoreError::Internal(format!("corrupt stage log {path}: {e}")))?;
+    let mut log = StageLog::default();
+    for (n, line) in text.split('\n').enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line == EOL {
+            log.completed = true;
+            break;
+        }
+        let block: LogBlock = serde_json::from_str(line).map_err(|e| {
+            StoreError::Internal(format!("corrupt stage log {path} line {}: {e}", n + 1))
+        })?;
+        log.blocks.push(block);
+    }
+    Ok(log)
+}
+
+/// Adds the blocks of `news` whose index is not in `prevs` (first one wins within `news`),
+/// sorted by index. Returns whether anything was added.
+fn merge_blocks(prevs: &[LogBlock], news: &[LogBlock]) -> (Vec<LogBlock>, bool) {
+    let mut merged = prevs.to_vec();
+    let mut seen: std::collections::HashSet<i64> = prevs.iter().map(|b| b.index).collect();
+    let mut added = false;
+    for block in news {
+        if seen.insert(block.index) {
+            merged.push(block.clone());
+            added = true;
+        }
+    }
+    merged.sort_by_key(|b| b.index);
+    (merged, added)
+}
+
+/// The cache entry: upstream's `{"Blocks":[...],"Completed":bool}` plus the etag of the
+/// file it was read from or written as, so an append can skip the filestore read.
+#[derive(Serialize, Deserialize, Default)]
+struct CachedLog {
+    #[serde(rename = "Blocks", default)]
+    blocks: Vec<LogBlock>,
+    #[serde(rename = "Completed", default)]
+    completed: bool,
+    #[serde(rename = "Etag", default, skip_serializing_if = "String::is_empty")]
+    etag: String,
+}
+
+#[derive(Clone)]
+pub struct StageLogStore {
+    filestore: Arc<dyn Filestore>,
+    cache: Arc<dyn Cache>,
+}
+
+impl StageLogStore {
+    pub fn new(filestore: Arc<dyn Filestore>, cache: Arc<dyn Cache>) -> Self {
+        StageLogStore { filestore, cache }
+    }
+
+    /// ReportStageLogs: merge `blocks` into the log. `FailedPrecondition` if the log was
+    /// completed; a block whose index is already present is ignored.
+    pub async fn append(
+        &self,
+        deployment_id: &str,
+        stage_id: &str,
+        retried_count: i32,
+        blocks: &[LogBlock],
+    ) -> Result<()> {
+        self.merge(deployment_id, stage_id, retried_count, blocks, false)
+            .await
+    }
+
+    /// ReportStageLogsFromLastCheckpoint: like `append`, and `completed` closes the log
+    /// (further appends fail with `FailedPrecondition`).
+    pub async fn append_from_checkpoint(
+        &self,
+        deployment_id: &str,
+        stage_id: &str,
+        retried_count: i32,
+        blocks: &[LogBlock],
+        completed: bool,
+    ) -> Result<()> {
+        self.merge(deployment_id, stage_id, retried_count, blocks, completed)
+            .await
+    }
+
+    /// The blocks with `index >= offset_index`, and whether the log is completed.
+    /// `NotFound` when the stage has no log at all.
+    pub async fn fetch(
+        &self,
+        deployment_id: &str,
+        stage_id: &str,
+        retried_count: i32,
+        offset_index: i64,
+    ) -> Result<StageLog> {
+        check_ids(deployment_id, stage_id)?;
+        let key = stage_log_cache_key(deployment_id, stage_id, retried_count);
+        let log = match self.cached(&key).await {
+            Some((log, _)) if !log.blocks.is_empty() => log,
+            _ => {
+                let path = stage_log_path(deployment_id, stage_id, retried_count);
+                let Some((log, etag)) = self.read_file(&path).await? else {
+                    return Err(StoreError::NotFound(format!("stage log {path}")));
+                };
+                self.store_cache(&key, &log, &etag).await;
+                log
+            }
+        };
+        Ok(StageLog {
+            blocks: log
+                .blocks
+                .into_iter()
+                .filter(|b| b.index >= offset_index)
+                .collect(),
+            completed: log.completed,
+        })
+    }
+
+    async fn merge(
+        &self,
+        deployment_id: &str,
+        stage_id: &str,
+        retried_count: i32,
+        blocks: &[LogBlock],
+        complete: bool,
+    ) -> Result<()> {
+        check_ids(deployment_id, stage_id)?;
+        let path = stage_log_path(deployment_id, stage_id, retried_count);
+        let key = stage_log_cache_key(deployment_id, stage_id, retried_count);
+
+        // First try with the cached state (it carries the etag it was stored as); a
+        // stale one only costs a failed conditional put.
+        let mut known = self.cached(&key).await.filter(|(_, etag)| !etag.is_empty());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (prev, etag) = match known.take() {
+                Some((log, etag)) => (log, Some(etag)),
+                None => match self.read_file(&path).await? {
+                    Some((log, etag)) => (log, Some(etag)),
+                    None => (StageLog::default(), None),
+                },
+            };
+            if prev.completed {
+                return Err(StoreError::FailedPrecondition(format!(
+                    "stage log {path} was already completed"
+                )));
+            }
+            let (merged, added) = merge_blocks(&prev.blocks, blocks);
+            if !added && !complete {
+                // Nothing new: every block is already stored.
+                return Ok(());
+            }
+            let next = StageLog {
+                blocks: merged,
+                completed: complete,
+            };
+            let condition = match &etag {
+                Some(etag) => PutCondition::Matches(etag.clone()),
+                None => PutCondition::Absent,
+            };
+            match self
+                .filestore
+                .put(&path, encode_stage_log(&next)?, condition)
+                .await
+            {
+                Ok(new_etag) => {
+                    self.store_cache(&key, &next, &new_etag).await;
+                    return Ok(());
+                }
+                Err(
+                    StoreError::Conflict(_)
+                    | StoreError::AlreadyExists(_)
+                    | StoreError::NotFound(_),
+                ) if attempt < MAX_WRITE_ATTEMPTS => backoff(attempt).await,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The file's content and etag; `None` when absent.
+    async fn read_file(&self, path: &str) -> Result<Option<(StageLog, String)>> {
+        match self.filestore.get(path).await {
+            Ok(object) => Ok(Some((decode_stage_log(path, &object.data)?, object.etag))),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The cached state and its etag (possibly empty); `None` on a miss, a cache error or
+    /// an unreadable entry.
+    async fn cached(&self, key: &str) -> Option<(StageLog, String)> {
+        let raw = cache_get(self.cache.as_ref(), key).await?;
+        match from_json::<CachedLog>("cached stage log", &raw) {
+            Ok(c) => Some((
+                StageLog {
+                    blocks: c.blocks,
+                    completed: c.completed,
+                },
+                c.etag,
+            )),
+            Err(e) => {
+                tracing::warn!(key, error = %e, "ignoring unreadable cache entry");
+                None
+            }
+        }
+    }
+
+    /// Caches `log` unless the cache already holds a state at least as far along; then
+    /// checks that a racing writer did not put an older state over it. Best effort.
+    async fn store_cache(&self, key: &str, log: &StageLog, etag: &str) {
+        let entry = CachedLog {
+            blocks: log.blocks.clone(),
+            completed: log.completed,
+            etag: etag.to_string(),
+        };
+        let value = match to_json("cached stage log", &entry) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(key, error = %e, "not caching stage log");
+                return;
+            }
+        };
+        for _ in 0..3 {
+            if let Some((current, _)) = self.cached(key).await
+                && current.generation() >= log.generation()
+            {
+                return;
+            }
+            cache_put(self.cache.as_ref(), key, value.clone(), Some(CACHE_TTL)).await;
+        }
+    }
+}
+
+fn check_ids(deployment_id: &str, stage_id: &str) -> Result<()> {
+    check_segment("deployment id", deployment_id)?;
+    check_segment("stage id", stage_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(index: i64, log: &str) -> LogBlock {
+        LogBlock {
+            index,
+            log: log.into(),
+            severity: 0,
+            created_at: index,
+        }
+    }
+
+    #[test]
+    fn merge_keeps_existing_and_sorts() {
+        let prev = vec![block(1, "a"), block(3, "c")];
+        let (merged, added) = merge_blocks(&prev, &[block(3, "X"), block(2, "b"), block(2, "Y")]);
+        assert!(added);
+        let logs: Vec<_> = merged.iter().map(|b| (b.index, b.log.as_str())).collect();
+        assert_eq!(logs, vec![(1, "a"), (2, "b"), (3, "c")]);
+        let (_, added) = merge_blocks(&merged, &[block(1, "again")]);
+        assert!(!added);
+    }
+
+    #[test]
+    fn decodes_upstream_files() {
+        let text = "\n\t{\"index\":1,\"log\":\"Hello 1\\nWorld\",\"severity\":1,\"created_at\":1590499431}\n\
+                    {\"index\":2,\"log\":\"Hello 2\",\"created_at\":1590499432}\nEOL";
+        let log = decode_stage_log("p", text.as_bytes()).expect("valid");
+        assert!(log.completed);
+        assert_eq!(log.blocks.len(), 2);
+        assert_eq!(log.blocks[0].log, "Hello 1\nWorld");
+        assert_eq!(log.blocks[1].severity, 0);
+        let err = decode_stage_log("log/d/s/0.txt", b"{\"index\":1}\nnot json\n");
+        assert!(matches!(err, Err(StoreError::Internal(m)) if m.contains("log/d/s/0.txt line 2")));
+    }
+
+    #[test]
+    fn encodes_upstream_format() {
+        let log = StageLog {
+            blocks: vec![block(1, "a\nb")],
+            completed: true,
+        };
+        let bytes = encode_stage_log(&log).expect("encodes");
+        assert_eq!(
+            String::from_utf8(bytes).expect("utf8"),
+            "{\"index\":1,\"log\":\"a\\nb\",\"severity\":0,\"created_at\":1}\nEOL"
+        );
+    }
+}

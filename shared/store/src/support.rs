@@ -1,0 +1,96 @@
+//! Helpers shared by the domain stores: object-path segments, JSON documents, and cache
+//! calls whose failures are logged and swallowed (the cache is never the only copy).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::cache::Cache;
+use crate::error::{Result, StoreError};
+
+/// How long the TTL caches keep an entry (upstream's `spec.cache.ttl` default).
+pub const CACHE_TTL: Duration = Duration::from_secs(5 * 60);
+
+/// How many times a conditional write retries after losing a race.
+pub(crate) const MAX_WRITE_ATTEMPTS: u32 = 64;
+
+/// Refuses a value that would not stay one path segment under its prefix: empty, `.`,
+/// or containing `..`, `/`, `\` or NUL.
+pub(crate) fn check_segment(what: &str, value: &str) -> Result<()> {
+    let bad = value.is_empty()
+        || value == "."
+        || value.contains("..")
+        || value.contains(['/', '\\', '\0']);
+    if bad {
+        return Err(StoreError::InvalidArgument(format!(
+            "invalid {what}: {value:?}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn to_json<T: Serialize>(what: &str, value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| StoreError::Internal(format!("encoding {what}: {e}")))
+}
+
+pub(crate) fn from_json<T: DeserializeOwned>(what: &str, data: &[u8]) -> Result<T> {
+    serde_json::from_slice(data).map_err(|e| StoreError::Internal(format!("corrupt {what}: {e}")))
+}
+
+/// Jittered pause before retrying a lost race, growing a little with the attempt.
+pub(crate) async fn backoff(attempt: u32) {
+    let jitter = rand::random::<u64>() % (1 + u64::from(attempt.min(10)) * 2);
+    tokio::time::sleep(Duration::from_millis(jitter)).await;
+}
+
+/// `None` on a miss and on any cache error (logged).
+pub(crate) async fn cache_get(cache: &dyn Cache, key: &str) -> Option<Vec<u8>> {
+    match cache.get(key).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(key, error = %e, "cache get failed; reading the store");
+            None
+        }
+    }
+}
+
+/// Best effort: a failure is logged and ignored.
+pub(crate) async fn cache_put(cache: &dyn Cache, key: &str, value: Vec<u8>, ttl: Option<Duration>) {
+    if let Err(e) = cache.put(key, value, ttl).await {
+        tracing::warn!(key, error = %e, "cache put failed; ignored");
+    }
+}
+
+/// `None` on a miss and on any cache error (logged).
+pub(crate) async fn cache_hash_get(cache: &dyn Cache, key: &str, field: &str) -> Option<Vec<u8>> {
+    match cache.hash_get(key, field).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(key, field, error = %e, "cache hash get failed; reading the store");
+            None
+        }
+    }
+}
+
+/// Best effort: a failure is logged and ignored.
+pub(crate) async fn cache_hash_set(cache: &dyn Cache, key: &str, field: &str, value: Vec<u8>) {
+    if let Err(e) = cache.hash_set(key, field, value).await {
+        tracing::warn!(key, field, error = %e, "cache hash set failed; ignored");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments() {
+        for ok in ["a", "app-1", "x.y", ".a"] {
+            assert!(check_segment("key", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "..a", "a..b", "a/b", "/a", "a\\b", "a\0"] {
+            assert!(check_segment("key", bad).is_err(), "{bad:?}");
+        }
+    }
+}

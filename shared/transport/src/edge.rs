@@ -1,0 +1,95 @@
+//! The HTTP edge every Wisp endpoint shares (`wisp serve` and the Lambda functions):
+//! `GET /healthz`, and upstream's legacy `/pipe.api.service.<pkg>.<Service>/` prefix
+//! rewritten to `/grpc.service.<pkg>.<Service>/` before routing.
+
+use std::task::{Context, Poll};
+
+use http::{Request, Response, StatusCode, Uri};
+use tower::{Layer, Service};
+
+const LEGACY_PREFIX: &str = "/pipe.api.service.";
+const CURRENT_PREFIX: &str = "/grpc.service.";
+pub const HEALTH_PATH: &str = "/healthz";
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EdgeLayer;
+
+impl<S> Layer<S> for EdgeLayer {
+    type Service = EdgeService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        EdgeService { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EdgeService<S> {
+    inner: S,
+}
+
+/// `Some(new path and query)` when `uri` uses the legacy service prefix.
+pub fn rewrite_legacy_path(uri: &Uri) -> Option<String> {
+    let rest = uri.path().strip_prefix(LEGACY_PREFIX)?;
+    let mut rewritten = format!("{CURRENT_PREFIX}{rest}");
+    if let Some(q) = uri.query() {
+        rewritten.push('?');
+        rewritten.push_str(q);
+    }
+    Some(rewritten)
+}
+
+impl<S, B> Service<Request<B>> for EdgeService<S>
+where
+    S: Service<Request<B>, Response = Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        if req.uri().path() == HEALTH_PATH {
+            let mut resp = Response::new(tonic::body::Body::new(String::from("ok")));
+            if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
+                *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+            }
+            resp.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            return Box::pin(async move { Ok(resp) });
+        }
+        if let Some(path) = rewrite_legacy_path(req.uri()) {
+            let mut parts = req.uri().clone().into_parts();
+            if let Ok(pq) = path.parse() {
+                parts.path_and_query = Some(pq);
+                if let Ok(uri) = Uri::from_parts(parts) {
+                    *req.uri_mut() = uri;
+                }
+            }
+        }
+        Box::pin(self.inner.call(req))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_paths_are_rewritten() {
+        let uri: Uri = "/pipe.api.service.pipedservice.PipedService/ReportStat".parse().unwrap();
+        assert_eq!(
+            rewrite_legacy_path(&uri).as_deref(),
+            Some("/grpc.service.pipedservice.PipedService/ReportStat")
+        );
+        let uri: Uri = "/grpc.service.pipedservice.PipedService/ReportStat".parse().unwrap();
+        assert_eq!(rewrite_legacy_path(&uri), None);
+    }
+}

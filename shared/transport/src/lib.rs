@@ -1,0 +1,11 @@
+//! The edge between the network and the services: credentials from gRPC metadata,
+//! the one mapping from service and auth errors to gRPC statuses, the HTTP layer that
+//! serves `/healthz`, rewrites upstream's legacy `/pipe.api.service.*` paths and speaks
+//! gRPC-web, and one tonic adapter per service.
+
+pub mod edge;
+#[cfg(feature = "piped")]
+pub mod piped;
+pub mod status;
+
+pub use edge::{EdgeLayer, EdgeService};

@@ -1,0 +1,96 @@
+//! PipedService over gRPC: authenticate the `PIPED-TOKEN`, call `PipedApi`, map errors.
+
+use std::sync::Arc;
+
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+use wisp_auth::{PipedCaller, PipedKeySource, PipedVerifier};
+use wisp_proto::pipedservice::piped_service_server::{PipedService, PipedServiceServer};
+use wisp_proto::pipedservice::*;
+use wisp_services::piped::PipedApi;
+
+use crate::status::{from_auth_error, from_service_error};
+
+/// Largest message a piped may send or receive (live-state snapshots can be big).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+pub struct PipedGrpc<S: PipedKeySource> {
+    api: Arc<PipedApi>,
+    verifier: Arc<PipedVerifier<S>>,
+}
+
+impl<S: PipedKeySource + 'static> PipedGrpc<S> {
+    pub fn new(api: Arc<PipedApi>, verifier: Arc<PipedVerifier<S>>) -> Self {
+        PipedGrpc { api, verifier }
+    }
+
+    /// The tonic service, ready to add to a router.
+    pub fn into_server(self) -> PipedServiceServer<Self> {
+        PipedServiceServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    async fn authenticate(&self, metadata: &MetadataMap) -> Result<PipedCaller, Status> {
+        let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
+        let token = wisp_auth::credentials::parse_piped_token(header).map_err(from_auth_error)?;
+        self.verifier.verify(&token).await.map_err(from_auth_error)
+    }
+}
+
+macro_rules! piped_rpcs {
+    ($($method:ident($req:ty) -> $resp:ty;)*) => {
+        #[tonic::async_trait]
+        impl<S: PipedKeySource + 'static> PipedService for PipedGrpc<S> {
+            $(
+                async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
+                    let caller = self.authenticate(request.metadata()).await?;
+                    self.api
+                        .$method(&caller, request.into_inner())
+                        .await
+                        .map(Response::new)
+                        .map_err(from_service_error)
+                }
+            )*
+        }
+    };
+}
+
+piped_rpcs! {
+    report_stat(ReportStatRequest) -> ReportStatResponse;
+    report_piped_meta(ReportPipedMetaRequest) -> ReportPipedMetaResponse;
+    list_applications(ListApplicationsRequest) -> ListApplicationsResponse;
+    report_application_sync_state(ReportApplicationSyncStateRequest) -> ReportApplicationSyncStateResponse;
+    report_application_deploying_status(ReportApplicationDeployingStatusRequest) -> ReportApplicationDeployingStatusResponse;
+    report_application_most_recent_deployment(ReportApplicationMostRecentDeploymentRequest) -> ReportApplicationMostRecentDeploymentResponse;
+    get_application_most_recent_deployment(GetApplicationMostRecentDeploymentRequest) -> GetApplicationMostRecentDeploymentResponse;
+    get_deployment(GetDeploymentRequest) -> GetDeploymentResponse;
+    list_not_completed_deployments(ListNotCompletedDeploymentsRequest) -> ListNotCompletedDeploymentsResponse;
+    create_deployment(CreateDeploymentRequest) -> CreateDeploymentResponse;
+    report_deployment_planned(ReportDeploymentPlannedRequest) -> ReportDeploymentPlannedResponse;
+    report_deployment_status_changed(ReportDeploymentStatusChangedRequest) -> ReportDeploymentStatusChangedResponse;
+    report_deployment_completed(ReportDeploymentCompletedRequest) -> ReportDeploymentCompletedResponse;
+    save_deployment_metadata(SaveDeploymentMetadataRequest) -> SaveDeploymentMetadataResponse;
+    save_deployment_shared_metadata(SaveDeploymentSharedMetadataRequest) -> SaveDeploymentSharedMetadataResponse;
+    save_deployment_plugin_metadata(SaveDeploymentPluginMetadataRequest) -> SaveDeploymentPluginMetadataResponse;
+    save_stage_metadata(SaveStageMetadataRequest) -> SaveStageMetadataResponse;
+    report_stage_logs(ReportStageLogsRequest) -> ReportStageLogsResponse;
+    report_stage_logs_from_last_checkpoint(ReportStageLogsFromLastCheckpointRequest) -> ReportStageLogsFromLastCheckpointResponse;
+    report_stage_status_changed(ReportStageStatusChangedRequest) -> ReportStageStatusChangedResponse;
+    list_unhandled_commands(ListUnhandledCommandsRequest) -> ListUnhandledCommandsResponse;
+    report_command_handled(ReportCommandHandledRequest) -> ReportCommandHandledResponse;
+    report_application_live_state(ReportApplicationLiveStateRequest) -> ReportApplicationLiveStateResponse;
+    report_application_live_state_events(ReportApplicationLiveStateEventsRequest) -> ReportApplicationLiveStateEventsResponse;
+    get_latest_event(GetLatestEventRequest) -> GetLatestEventResponse;
+    list_events(ListEventsRequest) -> ListEventsResponse;
+    report_event_statuses(ReportEventStatusesRequest) -> ReportEventStatusesResponse;
+    get_latest_analysis_result(GetLatestAnalysisResultRequest) -> GetLatestAnalysisResultResponse;
+    put_latest_analysis_result(PutLatestAnalysisResultRequest) -> PutLatestAnalysisResultResponse;
+    get_desired_version(GetDesiredVersionRequest) -> GetDesiredVersionResponse;
+    update_application_configurations(UpdateApplicationConfigurationsRequest) -> UpdateApplicationConfigurationsResponse;
+    report_unregistered_application_configurations(ReportUnregisteredApplicationConfigurationsRequest) -> ReportUnregisteredApplicationConfigurationsResponse;
+    create_deployment_chain(CreateDeploymentChainRequest) -> CreateDeploymentChainResponse;
+    in_chain_deployment_plannable(InChainDeploymentPlannableRequest) -> InChainDeploymentPlannableResponse;
+    get_application_shared_object(GetApplicationSharedObjectRequest) -> GetApplicationSharedObjectResponse;
+    put_application_shared_object(PutApplicationSharedObjectRequest) -> PutApplicationSharedObjectResponse;
+}

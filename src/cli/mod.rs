@@ -1,0 +1,174 @@
+//! Command-line surface. Scripts depend on these exact forms (see README).
+
+mod serve;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::admin;
+use crate::setup::StoreArgs;
+
+#[derive(Debug, Parser)]
+#[command(name = "wisp", version, about = "A serverless PipeCD control plane")]
+pub struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `wisp=debug`.
+    #[arg(long, global = true, env = "WISP_LOG", default_value = "info")]
+    pub log: String,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, global = true, env = "WISP_LOG_JSON")]
+    pub log_json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the control plane: PipedService over gRPC and gRPC-web on one port.
+    Serve(ServeArgs),
+    /// Manage projects.
+    #[command(subcommand)]
+    Project(ProjectCommand),
+    /// Register and manage pipeds.
+    #[command(subcommand)]
+    Piped(PipedCommand),
+    /// Register and list applications.
+    #[command(subcommand)]
+    Application(ApplicationCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub stores: StoreArgs,
+    /// Address to listen on (gRPC over HTTP/2 cleartext and gRPC-web over HTTP/1.1).
+    #[arg(long, env = "WISP_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Encryption key file (at least 32 bytes); used to sign console sessions.
+    #[arg(long, env = "WISP_ENCRYPTION_KEY_FILE")]
+    pub encryption_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProjectCommand {
+    /// Create a project with a generated static admin (printed once).
+    Add {
+        id: String,
+        #[arg(long, default_value = "")]
+        desc: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List projects.
+    List {
+        #[command(flatten)]
+        stores: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PipedCommand {
+    /// Register a piped; prints its id and key (the key is shown only once).
+    Add {
+        #[arg(long)]
+        project: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "")]
+        desc: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a project's pipeds.
+    List {
+        #[arg(long)]
+        project: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Disable a piped: its credentials stop working (within the verifier cache TTL).
+    Disable(PipedRef),
+    /// Enable a disabled piped.
+    Enable(PipedRef),
+    /// Add a new key to a piped (at most two are valid at once), printing it once.
+    RotateKey {
+        #[command(flatten)]
+        piped: PipedRef,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop every key of a piped but the newest, ending a rotation.
+    DeleteOldKeys(PipedRef),
+}
+
+#[derive(Debug, Args)]
+pub struct PipedRef {
+    #[arg(long)]
+    pub project: String,
+    /// The piped id.
+    pub id: String,
+    #[command(flatten)]
+    pub stores: StoreArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApplicationCommand {
+    /// Register an application managed by a piped.
+    Add(admin::ApplicationAdd),
+    /// List a project's applications.
+    List {
+        #[arg(long)]
+        project: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What went wrong, and whether it was the user's mistake (exit 2) or not (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0:#}")]
+    Failure(#[from] anyhow::Error),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Failure(_) => 1,
+        }
+    }
+}
+
+pub fn init_tracing(cli: &Cli) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if cli.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Project(cmd) => admin::project(cmd).await,
+        Command::Piped(cmd) => admin::piped(cmd).await,
+        Command::Application(cmd) => admin::application(cmd).await,
+    }
+}

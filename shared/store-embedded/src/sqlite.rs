@@ -84,10 +84,16 @@ impl std::fmt::Debug for SqliteDatastore {
 }
 
 impl SqliteDatastore {
-    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// Opens (creating it and its directory if needed) the database at `path` and brings
+    /// its schema up to date.
     /// Blocks briefly: call it at startup, not on a request path.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StoreError::Unavailable(format!("creating {}: {e}", parent.display()))
+            })?;
+        }
         let conn = Connection::open(path).map_err(|e| {
             StoreError::Unavailable(format!("opening sqlite database {}: {e}", path.display()))
         })?;
@@ -384,7 +390,7 @@ fn query_sql(
         (">", "ASC")
     };
     if let Some(after) = after {
-        sql.push_str(&format!(" AND ({sk_col}, id) {cmp}= (?, ?)"));
+        sql.push_str(&format!(" AND ({sk_col}, id) {cmp} (?, ?)"));
         values.push(Value::Text(after.s));
         values.push(Value::Text(after.i));
     }

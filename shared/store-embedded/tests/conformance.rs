@@ -128,7 +128,7 @@ fn sample(id: &str) -> Record {
 #[tokio::test]
 async fn data_survives_reopening() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("wisp.db");
+    let path = dir.path().join("state/wisp.db");
     {
         let ds = SqliteDatastore::open(&path).expect("open");
         ds.create(Kind::Project, sample("kept"))

@@ -273,8 +273,10 @@ impl StageLogStore {
         }
     }
 
-    /// Caches `log` unless the cache already holds a state at least as far along; then
-    /// checks that a racing writer did not put an older state over it. Best effort.
+    /// Caches `log` unless the cache already holds a state at least as far along, then
+    /// reads the entry back in case a racing writer put an older state over it (which a
+    /// later append would also repair, since its conditional put would fail). Best effort:
+    /// stops at the first cache failure or miss.
     async fn store_cache(&self, key: &str, log: &StageLog, etag: &str) {
         let entry = CachedLog {
             blocks: log.blocks.clone(),
@@ -288,13 +290,23 @@ impl StageLogStore {
                 return;
             }
         };
+        let behind = |cached: Option<(StageLog, String)>| {
+            cached.is_some_and(|(current, _)| current.generation() < log.generation())
+        };
+        let current = self.cached(key).await;
+        if current
+            .as_ref()
+            .is_some_and(|(c, _)| c.generation() >= log.generation())
+        {
+            return;
+        }
         for _ in 0..3 {
-            if let Some((current, _)) = self.cached(key).await
-                && current.generation() >= log.generation()
-            {
+            if !cache_put(self.cache.as_ref(), key, value.clone(), Some(CACHE_TTL)).await {
                 return;
             }
-            cache_put(self.cache.as_ref(), key, value.clone(), Some(CACHE_TTL)).await;
+            if !behind(self.cached(key).await) {
+                return;
+            }
         }
     }
 }

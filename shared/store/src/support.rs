@@ -55,10 +55,19 @@ pub(crate) async fn cache_get(cache: &dyn Cache, key: &str) -> Option<Vec<u8>> {
     }
 }
 
-/// Best effort: a failure is logged and ignored.
-pub(crate) async fn cache_put(cache: &dyn Cache, key: &str, value: Vec<u8>, ttl: Option<Duration>) {
-    if let Err(e) = cache.put(key, value, ttl).await {
-        tracing::warn!(key, error = %e, "cache put failed; ignored");
+/// Best effort: a failure is logged and otherwise ignored. Returns whether it worked.
+pub(crate) async fn cache_put(
+    cache: &dyn Cache,
+    key: &str,
+    value: Vec<u8>,
+    ttl: Option<Duration>,
+) -> bool {
+    match cache.put(key, value, ttl).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(key, error = %e, "cache put failed; ignored");
+            false
+        }
     }
 }
 

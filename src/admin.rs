@@ -9,7 +9,9 @@ use wisp_proto::model;
 use wisp_store::StoreError;
 use wisp_store::entities::{pk, slot};
 
-use crate::cli::{ApplicationCommand, CliError, PipedCommand, PipedRef, ProjectCommand};
+use crate::cli::{
+    ApiKeyCommand, ApplicationCommand, CliError, PipedCommand, PipedRef, ProjectCommand,
+};
 use crate::setup::{self, Opened, StoreArgs};
 
 /// Who the CLI records as the creator of keys it makes.
@@ -34,16 +36,27 @@ fn print_json(value: serde_json::Value) {
 
 pub async fn project(cmd: ProjectCommand) -> Result<(), CliError> {
     match cmd {
-        ProjectCommand::Add { id, desc, stores, json } => {
+        ProjectCommand::Add {
+            id,
+            desc,
+            stores,
+            json,
+        } => {
             let opened = setup::open(&stores).await?;
             let id = id.trim().to_string();
-            if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
                 return Err(usage(format!(
                     "invalid project id {id:?}: use letters, digits, '-' and '_'"
                 )));
             }
             if opened.config_projects.contains_key(&id) {
-                return Err(usage(format!("project {id} is defined in the config file already")));
+                return Err(usage(format!(
+                    "project {id} is defined in the config file already"
+                )));
             }
             let username = wisp_auth::keys::generate_random_string(10);
             let password = wisp_auth::keys::generate_random_string(30);
@@ -58,14 +71,20 @@ pub async fn project(cmd: ProjectCommand) -> Result<(), CliError> {
                 print_json(json!({"id": id, "username": username, "password": password}));
             } else {
                 println!("Created project {id}.");
-                println!("Static admin (shown only once): username {username}, password {password}");
+                println!(
+                    "Static admin (shown only once): username {username}, password {password}"
+                );
             }
             Ok(())
         }
         ProjectCommand::List { stores, json } => {
             let opened = setup::open(&stores).await?;
             let mut rows = Vec::new();
-            for (id, desc) in opened.config_projects.iter().map(|(id, p)| (id.clone(), p.desc.clone())) {
+            for (id, desc) in opened
+                .config_projects
+                .iter()
+                .map(|(id, p)| (id.clone(), p.desc.clone()))
+            {
                 rows.push((id, desc, "config"));
             }
             let stored = opened
@@ -95,7 +114,11 @@ pub async fn project(cmd: ProjectCommand) -> Result<(), CliError> {
 }
 
 async fn require_project(opened: &Opened, project: &str) -> Result<(), CliError> {
-    if opened.project_exists(project).await.map_err(|e| store_failure(e, "look up project"))? {
+    if opened
+        .project_exists(project)
+        .await
+        .map_err(|e| store_failure(e, "look up project"))?
+    {
         Ok(())
     } else {
         Err(usage(format!(
@@ -106,16 +129,27 @@ async fn require_project(opened: &Opened, project: &str) -> Result<(), CliError>
 
 async fn get_piped(opened: &Opened, r: &PipedRef) -> Result<model::Piped, CliError> {
     require_project(opened, &r.project).await?;
-    opened.stores.pipeds.get(&r.project, &r.id).await.map_err(|e| match e {
-        StoreError::NotFound(_) => usage(format!("unknown piped {} in project {}", r.id, r.project)),
-        other => store_failure(other, "get piped"),
-    })
+    opened
+        .stores
+        .pipeds
+        .get(&r.project, &r.id)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound(_) => {
+                usage(format!("unknown piped {} in project {}", r.id, r.project))
+            }
+            other => store_failure(other, "get piped"),
+        })
 }
 
 fn new_key_entry(key: &str) -> Result<model::PipedKey, CliError> {
     let hash = wisp_auth::keys::hash_secret(key)
         .map_err(|e| CliError::Failure(anyhow::anyhow!("hash piped key: {e}")))?;
-    Ok(model::PipedKey { hash, creator: CLI_CREATOR.to_string(), created_at: wisp_store::collection::now_unix() })
+    Ok(model::PipedKey {
+        hash,
+        creator: CLI_CREATOR.to_string(),
+        created_at: wisp_store::collection::now_unix(),
+    })
 }
 
 fn print_piped_key(id: &str, key: &str, json: bool) {
@@ -132,7 +166,13 @@ fn print_piped_key(id: &str, key: &str, json: bool) {
 
 pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
     match cmd {
-        PipedCommand::Add { project, name, desc, stores, json } => {
+        PipedCommand::Add {
+            project,
+            name,
+            desc,
+            stores,
+            json,
+        } => {
             let opened = setup::open(&stores).await?;
             require_project(&opened, &project).await?;
             let name = name.trim().to_string();
@@ -146,7 +186,9 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
                 .await
                 .map_err(|e| store_failure(e, "list pipeds"))?;
             if existing.iter().any(|p| p.name == name) {
-                return Err(usage(format!("a piped named {name:?} already exists in project {project}")));
+                return Err(usage(format!(
+                    "a piped named {name:?} already exists in project {project}"
+                )));
             }
             let id = uuid::Uuid::new_v4().to_string();
             let key = wisp_auth::keys::generate_piped_key();
@@ -158,11 +200,20 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
                 keys: vec![new_key_entry(&key)?],
                 ..Default::default()
             };
-            opened.stores.pipeds.create(piped).await.map_err(|e| store_failure(e, "create piped"))?;
+            opened
+                .stores
+                .pipeds
+                .create(piped)
+                .await
+                .map_err(|e| store_failure(e, "create piped"))?;
             print_piped_key(&id, &key, json);
             Ok(())
         }
-        PipedCommand::List { project, stores, json } => {
+        PipedCommand::List {
+            project,
+            stores,
+            json,
+        } => {
             let opened = setup::open(&stores).await?;
             require_project(&opened, &project).await?;
             let pipeds = opened
@@ -183,8 +234,17 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
             } else {
                 for p in pipeds {
                     let state = if p.disabled { "disabled" } else { "enabled" };
-                    let version = if p.version.is_empty() { "-" } else { &p.version };
-                    println!("{}\t{}\t{state}\t{version}\t{} key(s)", p.id, p.name, p.keys.len());
+                    let version = if p.version.is_empty() {
+                        "-"
+                    } else {
+                        &p.version
+                    };
+                    println!(
+                        "{}\t{}\t{state}\t{version}\t{} key(s)",
+                        p.id,
+                        p.name,
+                        p.keys.len()
+                    );
                 }
             }
             Ok(())
@@ -230,7 +290,7 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
                 .pipeds
                 .update(&r.project, &r.id, |p| {
                     // Newest first: keep the key added last.
-                    p.keys.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+                    p.keys.sort_by_key(|k| std::cmp::Reverse(k.created_at));
                     p.keys.truncate(1);
                     Ok(())
                 })
@@ -305,7 +365,11 @@ fn split_pair<'a>(raw: &'a str, what: &str, form: &str) -> Result<(&'a str, &'a 
 pub async fn application(cmd: ApplicationCommand) -> Result<(), CliError> {
     match cmd {
         ApplicationCommand::Add(a) => add_application(a).await,
-        ApplicationCommand::List { project, stores, json } => {
+        ApplicationCommand::List {
+            project,
+            stores,
+            json,
+        } => {
             let opened = setup::open(&stores).await?;
             require_project(&opened, &project).await?;
             let apps = opened
@@ -359,13 +423,21 @@ async fn add_application(a: ApplicationAdd) -> Result<(), CliError> {
     let opened = setup::open(&a.stores).await?;
     let piped = get_piped(
         &opened,
-        &PipedRef { project: a.project.clone(), id: a.piped.clone(), stores: a.stores.clone() },
+        &PipedRef {
+            project: a.project.clone(),
+            id: a.piped.clone(),
+            stores: a.stores.clone(),
+        },
     )
     .await?;
     let same_name = opened
         .stores
         .applications
-        .list_all(slot::APPLICATION_BY_NAME, pk::project_name(&a.project, &name), None)
+        .list_all(
+            slot::APPLICATION_BY_NAME,
+            pk::project_name(&a.project, &name),
+            None,
+        )
         .await
         .map_err(|e| store_failure(e, "look up application names"))?;
     if !same_name.is_empty() {
@@ -378,9 +450,10 @@ async fn add_application(a: ApplicationAdd) -> Result<(), CliError> {
     // has not connected yet has reported none, so an unknown repo id is accepted then.
     let repo = match piped.repositories.iter().find(|r| r.id == a.repo_id) {
         Some(r) => r.clone(),
-        None if piped.repositories.is_empty() => {
-            model::ApplicationGitRepository { id: a.repo_id.clone(), ..Default::default() }
-        }
+        None if piped.repositories.is_empty() => model::ApplicationGitRepository {
+            id: a.repo_id.clone(),
+            ..Default::default()
+        },
         None => {
             let known: Vec<_> = piped.repositories.iter().map(|r| r.id.as_str()).collect();
             return Err(usage(format!(
@@ -420,4 +493,131 @@ async fn add_application(a: ApplicationAdd) -> Result<(), CliError> {
         println!("Created application {id}.");
     }
     Ok(())
+}
+
+/// `READ_ONLY` or `READ_WRITE` (any case, `-` for `_`).
+fn parse_role(raw: &str) -> Result<model::api_key::Role, CliError> {
+    let normalized = raw.trim().to_ascii_uppercase().replace('-', "_");
+    model::api_key::Role::from_str_name(&normalized).ok_or_else(|| {
+        usage(format!(
+            "bad role {raw:?}: expected READ_ONLY or READ_WRITE"
+        ))
+    })
+}
+
+fn role_name(role: i32) -> &'static str {
+    model::api_key::Role::try_from(role).map_or("UNKNOWN", |r| r.as_str_name())
+}
+
+pub async fn api_key(cmd: ApiKeyCommand) -> Result<(), CliError> {
+    match cmd {
+        ApiKeyCommand::Add {
+            project,
+            name,
+            role,
+            stores,
+            json,
+        } => {
+            let role = parse_role(&role)?;
+            let name = name.trim().to_string();
+            if name.is_empty() {
+                return Err(usage("API key name must not be empty"));
+            }
+            let opened = setup::open(&stores).await?;
+            require_project(&opened, &project).await?;
+            let (id, key) = wisp_auth::generate_api_key();
+            let key_hash = wisp_auth::hash_secret(&key)
+                .map_err(|e| CliError::Failure(anyhow::anyhow!("hash API key: {e}")))?;
+            let api_key = model::ApiKey {
+                id: id.clone(),
+                name,
+                key_hash,
+                project_id: project.clone(),
+                role: role as i32,
+                creator: CLI_CREATOR.to_string(),
+                ..Default::default()
+            };
+            opened
+                .stores
+                .api_keys
+                .create(api_key)
+                .await
+                .map_err(|e| store_failure(e, "create API key"))?;
+            if json {
+                print_json(json!({"id": id, "key": key}));
+            } else {
+                println!("API key id: {id}");
+                println!("API key:    {key}   (shown only once; pass it to pipectl --api-key)");
+            }
+            Ok(())
+        }
+        ApiKeyCommand::List {
+            project,
+            stores,
+            json,
+        } => {
+            let opened = setup::open(&stores).await?;
+            require_project(&opened, &project).await?;
+            let keys = opened
+                .stores
+                .api_keys
+                .list_all(slot::API_KEY_BY_PROJECT, project.clone(), None)
+                .await
+                .map_err(|e| store_failure(e, "list API keys"))?;
+            if json {
+                let list: Vec<_> = keys
+                    .iter()
+                    .map(|k| {
+                        json!({"id": k.id, "name": k.name, "role": role_name(k.role),
+                               "disabled": k.disabled, "creator": k.creator,
+                               "created_at": k.created_at, "last_used_at": k.last_used_at})
+                    })
+                    .collect();
+                print_json(json!(list));
+            } else {
+                for k in keys {
+                    let state = if k.disabled { "disabled" } else { "enabled" };
+                    let last_used = if k.last_used_at == 0 {
+                        "never used".to_string()
+                    } else {
+                        format!("last used {}", k.last_used_at)
+                    };
+                    println!(
+                        "{}\t{}\t{}\t{state}\t{last_used}",
+                        k.id,
+                        k.name,
+                        role_name(k.role)
+                    );
+                }
+            }
+            Ok(())
+        }
+        ApiKeyCommand::Disable {
+            project,
+            id,
+            stores,
+        } => {
+            let opened = setup::open(&stores).await?;
+            require_project(&opened, &project).await?;
+            opened
+                .stores
+                .api_keys
+                .update(&project, &id, |k| {
+                    k.disabled = true;
+                    Ok(())
+                })
+                .await
+                .map_err(|e| match e {
+                    StoreError::NotFound(_) => {
+                        usage(format!("unknown API key {id} in project {project}"))
+                    }
+                    other => store_failure(other, "disable API key"),
+                })?;
+            println!(
+                "API key {id} disabled. Servers already running apply it within {} s (credential cache).",
+                wisp_auth::VERIFIED_TTL.as_secs()
+            );
+            Ok(())
+        }
+    }
 }

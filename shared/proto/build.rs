@@ -6,7 +6,7 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let mut protos = Vec::new();
-    for dir in ["model", "pipedservice"] {
+    for dir in ["model", "pipedservice", "apiservice"] {
         for entry in std::fs::read_dir(root.join(dir))? {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "proto") {
@@ -26,6 +26,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // (snake_case keys, enums as numbers), so they derive serde.
     config.type_attribute(".model", "#[derive(serde::Serialize, serde::Deserialize)]");
     config.message_attribute(".model", "#[serde(default)]");
+    // Go's encoding/json writes `bytes` as standard base64 strings (plan-preview results
+    // stored as command outputs are such documents).
+    for field in [
+        ".model.ApplicationPlanPreviewResult.plan_summary",
+        ".model.ApplicationPlanPreviewResult.plan_details",
+        ".model.PluginPlanPreviewResult.plan_summary",
+        ".model.PluginPlanPreviewResult.plan_details",
+        ".model.PipedStat.metrics",
+    ] {
+        config.field_attribute(field, "#[serde(with = \"crate::base64_bytes\")]");
+    }
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)

@@ -36,6 +36,9 @@ pub enum Command {
     /// Register and list applications.
     #[command(subcommand)]
     Application(ApplicationCommand),
+    /// Create, list and disable API keys (for pipectl).
+    #[command(subcommand)]
+    ApiKey(ApiKeyCommand),
 }
 
 #[derive(Debug, Args)]
@@ -135,6 +138,42 @@ pub enum ApplicationCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ApiKeyCommand {
+    /// Create an API key; prints its id and key (the key is shown only once).
+    Add {
+        #[arg(long)]
+        project: String,
+        #[arg(long)]
+        name: String,
+        /// READ_ONLY or READ_WRITE.
+        #[arg(long)]
+        role: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a project's API keys (never their secrets).
+    List {
+        #[arg(long)]
+        project: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Disable an API key: it stops working (within the verifier cache TTL).
+    Disable {
+        #[arg(long)]
+        project: String,
+        /// The API key id (the part of the key before the dot).
+        id: String,
+        #[command(flatten)]
+        stores: StoreArgs,
+    },
+}
+
 /// What went wrong, and whether it was the user's mistake (exit 2) or not (exit 1).
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -156,7 +195,9 @@ impl CliError {
 pub fn init_tracing(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if cli.log_json {
         builder.json().init();
     } else {
@@ -170,5 +211,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Project(cmd) => admin::project(cmd).await,
         Command::Piped(cmd) => admin::piped(cmd).await,
         Command::Application(cmd) => admin::application(cmd).await,
+        Command::ApiKey(cmd) => admin::api_key(cmd).await,
     }
 }

@@ -1,13 +1,15 @@
-//! `wisp serve`: PipedService over native gRPC (h2c) and gRPC-web on one port, plus
-//! `/healthz`, on the stores the config names.
+//! `wisp serve`: PipedService and APIService over native gRPC (h2c) and gRPC-web on one
+//! port, plus `/healthz`, on the stores the config names.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic_web::GrpcWebLayer;
 use wisp_transport::EdgeLayer;
+use wisp_transport::api::ApiGrpc;
 use wisp_transport::piped::PipedGrpc;
 
 use crate::cli::{CliError, ServeArgs};
@@ -23,10 +25,21 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     }
 
     let verifier = Arc::new(wisp_auth::PipedVerifier::new(opened.key_source()));
+    let web_base_url = opened.config.spec.address.clone().unwrap_or_default();
     let piped_api = Arc::new(wisp_services::piped::PipedApi::new(
         opened.stores.clone(),
-        opened.config.spec.address.clone().unwrap_or_default(),
+        web_base_url.clone(),
     ));
+    let api_key_verifier = Arc::new(wisp_auth::ApiKeyVerifier::new(opened.key_source()));
+    let api_api = Arc::new(wisp_services::api::ApiApi::new(
+        opened.stores.clone(),
+        web_base_url,
+    ));
+
+    // Listen for signals before announcing readiness: a SIGTERM sent right after the
+    // ready line must stop the server gracefully, not kill it.
+    let mut signals = Signals::install().context("install signal handlers")?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
 
     let listener = TcpListener::bind(args.addr)
         .await
@@ -37,32 +50,75 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     tracing::info!(addr = %local, data = %opened.describe(), "wisp serve ready");
 
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    Server::builder()
+    let server = Server::builder()
         .accept_http1(true)
+        // Detect dead piped connections instead of holding them (and shutdown) forever.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .layer(EdgeLayer)
         .layer(GrpcWebLayer::new())
         .add_service(PipedGrpc::new(piped_api, verifier).into_server())
-        .serve_with_incoming_shutdown(incoming, shutdown_signal())
-        .await
-        .context("server failed")?;
+        .add_service(ApiGrpc::new(api_api, api_key_verifier).into_server())
+        .serve_with_incoming_shutdown(incoming, async {
+            let _ = stop_rx.await;
+        });
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => {
+            result.context("server failed")?;
+        }
+        () = signals.recv() => {
+            tracing::info!("shutting down: finishing in-flight calls");
+            let _ = stop_tx.send(());
+            // In-flight calls get a bounded grace period; a stuck client cannot keep the
+            // process alive.
+            match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+                Ok(result) => result.context("server failed")?,
+                Err(_) => tracing::warn!(
+                    "connections still open after {} s; stopping anyway",
+                    SHUTDOWN_GRACE.as_secs()
+                ),
+            }
+        }
+    }
     tracing::info!("wisp serve stopped");
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// How long in-flight calls may take to finish after SIGTERM / Ctrl-C.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// SIGTERM and Ctrl-C, registered up front.
+struct Signals {
     #[cfg(unix)]
-    let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            s.recv().await;
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -90,10 +90,28 @@ fn sha256(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
-/// One bcrypt comparison, counted.
-fn counted_verify(counter: &AtomicU64, secret: &str, hash: &str) -> bool {
-    counter.fetch_add(1, Ordering::Relaxed);
-    verify_secret(secret, hash)
+/// bcrypt against each hash until one matches, counted. bcrypt takes tens of
+/// milliseconds by design, so it runs on the blocking pool, never on an async worker.
+async fn counted_verify_any(counter: &AtomicU64, secret: &str, hashes: Vec<String>) -> bool {
+    let secret = secret.to_owned();
+    let work = tokio::task::spawn_blocking(move || {
+        let mut compared = 0u64;
+        for hash in &hashes {
+            compared += 1;
+            if verify_secret(&secret, hash) {
+                return (true, compared);
+            }
+        }
+        (false, compared)
+    });
+    match work.await {
+        Ok((matched, compared)) => {
+            counter.fetch_add(compared, Ordering::Relaxed);
+            matched
+        }
+        // The blocking task panicked or was cancelled: treat as no match.
+        Err(_) => false,
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -262,10 +280,12 @@ impl<S: PipedKeySource> PipedVerifier<S> {
             }
             .into());
         }
-        let matched = piped
-            .key_hashes
-            .iter()
-            .any(|hash| counted_verify(&self.bcrypt_verifications, token.piped_key(), hash));
+        let matched = counted_verify_any(
+            &self.bcrypt_verifications,
+            token.piped_key(),
+            piped.key_hashes.clone(),
+        )
+        .await;
         if !matched {
             let reason = Reason::PipedKeyMismatch {
                 piped_id: piped_id.to_owned(),
@@ -421,7 +441,13 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
         if info.disabled {
             return Err(Reason::ApiKeyDisabled { id: id.to_owned() }.into());
         }
-        if !counted_verify(&self.bcrypt_verifications, credential.key(), &info.key_hash) {
+        if !counted_verify_any(
+            &self.bcrypt_verifications,
+            credential.key(),
+            vec![info.key_hash.clone()],
+        )
+        .await
+        {
             let reason = Reason::ApiKeyMismatch { id: id.to_owned() };
             self.rejected.insert(cache_key, reason.clone());
             return Err(reason.into());

@@ -2,5 +2,6 @@
 //! The types themselves are generated in `wisp-proto`; this crate adds what upstream's Go code does with them.
 
 pub mod event;
+pub mod git;
 pub mod status;
 pub mod validate;

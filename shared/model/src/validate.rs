@@ -1559,6 +1559,10 @@ impl Validate for pipedservice::PutApplicationSharedObjectRequest {
     }
 }
 
+// APIService messages; declared after `no_rules!` so that it can use the macro.
+#[path = "validate_api.rs"]
+mod api;
+
 #[cfg(test)]
 mod tests {
     use super::*;

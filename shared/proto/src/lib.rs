@@ -1,6 +1,8 @@
 //! The PipeCD wire contract, generated from our own `.proto` files in `proto/`.
 //! Package `model` holds the data model; each `grpc.service.*` package one service.
 
+pub mod base64_bytes;
+
 pub mod model {
     tonic::include_proto!("model");
 }
@@ -10,7 +12,10 @@ pub mod grpc {
         pub mod pipedservice {
             tonic::include_proto!("grpc.service.pipedservice");
         }
+        pub mod apiservice {
+            tonic::include_proto!("grpc.service.apiservice");
+        }
     }
 }
 
-pub use grpc::service::pipedservice;
+pub use grpc::service::{apiservice, pipedservice};

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use wisp_auth::{PipedAuthInfo, PipedKeySource, SourceError};
+use wisp_auth::{ApiKeyAuthInfo, ApiKeyAuthSource, PipedAuthInfo, PipedKeySource, SourceError};
 use wisp_store::{StoreError, stores::Stores};
 
 #[derive(Clone)]
@@ -16,7 +16,10 @@ pub struct StoreKeySource {
 
 impl StoreKeySource {
     pub fn new(stores: Stores, config_projects: impl IntoIterator<Item = String>) -> Self {
-        StoreKeySource { stores, config_projects: config_projects.into_iter().collect() }
+        StoreKeySource {
+            stores,
+            config_projects: config_projects.into_iter().collect(),
+        }
     }
 }
 
@@ -43,6 +46,24 @@ impl PipedKeySource for StoreKeySource {
                 project_id: p.project_id,
                 disabled: p.disabled,
                 key_hashes: p.keys.into_iter().map(|k| k.hash).collect(),
+            })),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(source_error(e)),
+        }
+    }
+}
+
+#[async_trait]
+impl ApiKeyAuthSource for StoreKeySource {
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKeyAuthInfo>, SourceError> {
+        match self.stores.api_keys.get_any(id).await {
+            Ok(k) => Ok(Some(ApiKeyAuthInfo {
+                id: k.id,
+                name: k.name,
+                project_id: k.project_id,
+                role: k.role,
+                disabled: k.disabled,
+                key_hash: k.key_hash,
             })),
             Err(StoreError::NotFound(_)) => Ok(None),
             Err(e) => Err(source_error(e)),

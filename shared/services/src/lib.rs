@@ -1,9 +1,13 @@
 //! PipeCD services, transport-free and backend-free: a typed request and the
 //! authenticated caller in, a typed response or a `ServiceError` out.
 
+#[cfg(feature = "api")]
+pub mod api;
 pub mod auth_source;
 pub mod error;
 #[cfg(feature = "piped")]
 pub mod piped;
+#[cfg(any(feature = "piped", feature = "api"))]
+mod support;
 
 pub use error::ServiceError;

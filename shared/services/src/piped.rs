@@ -23,13 +23,12 @@ mod owners;
 mod pipeds;
 
 use wisp_proto::model;
-use wisp_store::StoreError;
-use wisp_store::collection::{Collection, Entity};
 use wisp_store::stores::Stores;
 
 pub use wisp_auth::PipedCaller;
 
 use crate::error::ServiceError;
+use crate::support::{new_id, now_unix, update_checked};
 use owners::OwnerCache;
 
 /// The PipedService implementation over a set of stores.
@@ -214,52 +213,4 @@ fn deployment_not_owned(deployment_id: &str) -> ServiceError {
     ServiceError::PermissionDenied(format!(
         "requested deployment {deployment_id} does not belong to your piped"
     ))
-}
-
-/// `Collection::update` with a closure that refuses with a [`ServiceError`] of its own
-/// choosing (PermissionDenied, InvalidArgument, ...). Store failures map through
-/// [`ServiceError::store`] with `what` ("update deployment d-1 as planned").
-async fn update_checked<E, F>(
-    collection: &Collection<E>,
-    project_id: &str,
-    id: &str,
-    what: &str,
-    mut mutate: F,
-) -> Result<E, ServiceError>
-where
-    E: Entity,
-    F: FnMut(&mut E) -> Result<(), ServiceError> + Send,
-{
-    let mut refusal: Option<ServiceError> = None;
-    let result = collection
-        .update(project_id, id, |entity| {
-            refusal = None;
-            mutate(entity).map_err(|err| {
-                let msg = err.to_string();
-                refusal = Some(err);
-                // Ends the update without a retry; replaced by `refusal` below.
-                StoreError::FailedPrecondition(msg)
-            })
-        })
-        .await;
-    match result {
-        Ok(entity) => Ok(entity),
-        Err(err) => match refusal {
-            Some(refused) => Err(refused),
-            None => Err(ServiceError::store(err, what)),
-        },
-    }
-}
-
-/// Unix seconds now.
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-/// A fresh id for objects the control plane creates (chains, commands): uuid v4.
-fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
 }

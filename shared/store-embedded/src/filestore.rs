@@ -26,10 +26,15 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use wisp_store::error::{Result, StoreError};
-use wisp_store::filestore::{Filestore, ListPage, Object, ObjectAttrs, PutCondition};
+/// The path rules are shared by every backend; re-exported here for existing callers.
+pub use wisp_store::filestore::validate_path;
+use wisp_store::filestore::{
+    Filestore, ListPage, Object, ObjectAttrs, PutCondition, RESERVED_SEGMENT_PREFIX,
+    validate_prefix,
+};
 
 /// Temporary files start with this; object paths may not have a segment that does.
-const TMP_PREFIX: &str = ".wisp-tmp.";
+const TMP_PREFIX: &str = RESERVED_SEGMENT_PREFIX;
 
 /// Number of lock shards: paths hash onto them, so unrelated paths rarely wait.
 const LOCK_SHARDS: usize = 64;
@@ -94,64 +99,6 @@ impl LocalFilestore {
         .await
         .map_err(|e| StoreError::Internal(format!("filestore task failed: {e}")))?
     }
-}
-
-/// Rejects object paths that are empty, absolute, contain backslashes, NULs, empty,
-/// `.` or `..` segments, or use the temporary-file prefix.
-pub fn validate_path(path: &str) -> Result<()> {
-    let invalid = |why: &str| {
-        Err(StoreError::InvalidArgument(format!(
-            "object path {path:?}: {why}"
-        )))
-    };
-    if path.is_empty() {
-        return invalid("empty");
-    }
-    if path.starts_with('/') {
-        return invalid("absolute");
-    }
-    if path.contains('\\') {
-        return invalid("contains a backslash");
-    }
-    if path.contains('\0') {
-        return invalid("contains NUL");
-    }
-    for segment in path.split('/') {
-        match segment {
-            "" => return invalid("empty segment"),
-            "." | ".." => return invalid("relative segment"),
-            s if s.starts_with(TMP_PREFIX) => return invalid("reserved name"),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// A list prefix may end mid-segment (or be empty) but must not climb out of the root.
-fn validate_prefix(prefix: &str) -> Result<()> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    let invalid = |why: &str| {
-        Err(StoreError::InvalidArgument(format!(
-            "prefix {prefix:?}: {why}"
-        )))
-    };
-    if prefix.starts_with('/') {
-        return invalid("absolute");
-    }
-    if prefix.contains('\\') || prefix.contains('\0') {
-        return invalid("contains a backslash or NUL");
-    }
-    let mut segments: Vec<&str> = prefix.split('/').collect();
-    segments.pop(); // the last, possibly partial, segment only filters names
-    if segments
-        .iter()
-        .any(|s| s.is_empty() || *s == "." || *s == "..")
-    {
-        return invalid("empty or relative segment");
-    }
-    Ok(())
 }
 
 pub fn etag_of(data: &[u8]) -> String {

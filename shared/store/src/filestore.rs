@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
@@ -49,4 +49,67 @@ pub trait Filestore: Send + Sync + 'static {
     async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<ListPage>;
     /// Deleting an absent object is not an error.
     async fn delete(&self, path: &str) -> Result<()>;
+}
+
+/// Object names may not have a segment starting with this: the local filestore uses it
+/// for its temporary files. Every backend refuses it, so that any object can move between
+/// backends (`wisp migrate`).
+pub const RESERVED_SEGMENT_PREFIX: &str = ".wisp-tmp.";
+
+/// The object-path rules every backend applies: rejects paths that are empty, absolute,
+/// contain backslashes, NULs, empty, `.` or `..` segments, or use the reserved prefix.
+pub fn validate_path(path: &str) -> Result<()> {
+    let invalid = |why: &str| {
+        Err(StoreError::InvalidArgument(format!(
+            "object path {path:?}: {why}"
+        )))
+    };
+    if path.is_empty() {
+        return invalid("empty");
+    }
+    if path.starts_with('/') {
+        return invalid("absolute");
+    }
+    if path.contains('\\') {
+        return invalid("contains a backslash");
+    }
+    if path.contains('\0') {
+        return invalid("contains NUL");
+    }
+    for segment in path.split('/') {
+        match segment {
+            "" => return invalid("empty segment"),
+            "." | ".." => return invalid("relative segment"),
+            s if s.starts_with(RESERVED_SEGMENT_PREFIX) => return invalid("reserved name"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A list prefix may be empty or end mid-segment, but must not climb out of the root.
+pub fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    let invalid = |why: &str| {
+        Err(StoreError::InvalidArgument(format!(
+            "prefix {prefix:?}: {why}"
+        )))
+    };
+    if prefix.starts_with('/') {
+        return invalid("absolute");
+    }
+    if prefix.contains('\\') || prefix.contains('\0') {
+        return invalid("contains a backslash or NUL");
+    }
+    let mut segments: Vec<&str> = prefix.split('/').collect();
+    segments.pop(); // the last, possibly partial, segment only filters names
+    if segments
+        .iter()
+        .any(|s| s.is_empty() || *s == "." || *s == "..")
+    {
+        return invalid("empty or relative segment");
+    }
+    Ok(())
 }

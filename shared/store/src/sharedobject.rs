@@ -12,7 +12,13 @@ use crate::support::check_segment;
 pub fn shared_object_path(app_id: &str, plugin_name: &str, key: &str) -> Result<String> {
     check_segment("application id", app_id)?;
     check_segment("plugin name", plugin_name)?;
-    check_segment("shared object key", key)?;
+    // Plugins may nest keys (`a/b`), as upstream allows; every segment must be a plain name.
+    if key.is_empty() {
+        check_segment("shared object key", key)?;
+    }
+    for segment in key.split('/') {
+        check_segment("shared object key segment", segment)?;
+    }
     Ok(format!(
         "application-shared-objects/{app_id}/{plugin_name}/{key}.json"
     ))

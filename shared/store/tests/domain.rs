@@ -651,7 +651,9 @@ async fn shared_objects() {
         ("a/b", "k"),
         ("p", "../x"),
         ("..", "k"),
-        ("p", "x/y"),
+        ("p", "x//y"),
+        ("p", "/x"),
+        ("p", "x/"),
     ] {
         let err = so
             .put("app", plugin, key, vec![1])
@@ -667,6 +669,9 @@ async fn shared_objects() {
             "{plugin:?} {key:?}"
         );
     }
+    // Nested keys are plain path segments, as upstream allows.
+    so.put("app", "p", "x/y", b"nested".to_vec()).await.expect("nested put");
+    assert_eq!(so.get("app", "p", "x/y").await.expect("nested get"), b"nested");
 }
 
 #[tokio::test]

@@ -55,9 +55,13 @@ where
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         if req.uri().path() == HEALTH_PATH {
-            let mut resp = Response::new(tonic::body::Body::new(String::from("ok")));
-            if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
+            let allowed = req.method() == http::Method::GET || req.method() == http::Method::HEAD;
+            let body = if allowed { "ok" } else { "method not allowed" };
+            let mut resp = Response::new(tonic::body::Body::new(String::from(body)));
+            if !allowed {
                 *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                resp.headers_mut()
+                    .insert(http::header::ALLOW, http::HeaderValue::from_static("GET, HEAD"));
             }
             resp.headers_mut().insert(
                 http::header::CONTENT_TYPE,

@@ -3,6 +3,8 @@
 //! serves `/healthz`, rewrites upstream's legacy `/pipe.api.service.*` paths and speaks
 //! gRPC-web, and one tonic adapter per service.
 
+#[cfg(feature = "api")]
+pub mod api;
 pub mod edge;
 #[cfg(feature = "piped")]
 pub mod piped;

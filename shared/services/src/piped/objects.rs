@@ -92,12 +92,7 @@ impl PipedApi {
             Err(StoreError::NotFound(_)) => Err(ServiceError::NotFound(
                 "the most recent analysis result is not found".into(),
             )),
-            Err(e) => {
-                tracing::error!(error = %e, "failed to get the most recent analysis result");
-                Err(ServiceError::Internal(
-                    "failed to get the most recent analysis result".into(),
-                ))
-            }
+            Err(e) => Err(ServiceError::store(e, "get the most recent analysis result")),
         }
     }
 
@@ -119,10 +114,7 @@ impl PipedApi {
             .analysis_results
             .put(&req.application_id, &result)
             .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "failed to put the most recent analysis result");
-                ServiceError::Internal("failed to put the most recent analysis result".into())
-            })?;
+            .map_err(|e| ServiceError::store(e, "put the most recent analysis result"))?;
         Ok(PutLatestAnalysisResultResponse {})
     }
 
@@ -144,12 +136,7 @@ impl PipedApi {
             Err(StoreError::NotFound(_)) => Err(ServiceError::NotFound(
                 "the requested object was not found".into(),
             )),
-            Err(e) => {
-                tracing::error!(error = %e, "failed to get application shared object");
-                Err(ServiceError::Internal(
-                    "failed to get application shared object".into(),
-                ))
-            }
+            Err(e) => Err(ServiceError::store(e, "get application shared object")),
         }
     }
 
@@ -164,10 +151,7 @@ impl PipedApi {
             .shared_objects
             .put(&req.application_id, &req.plugin_name, &req.key, req.object)
             .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "failed to put application shared object");
-                ServiceError::Internal("failed to put application shared object".into())
-            })?;
+            .map_err(|e| ServiceError::store(e, "put application shared object"))?;
         Ok(PutApplicationSharedObjectResponse {})
     }
 }

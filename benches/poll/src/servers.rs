@@ -1,0 +1,279 @@
+//! The two servers under load, both bound to 127.0.0.1:0 and served exactly as `wisp serve`
+//! serves (src/cli/serve.rs): tonic `Server` accepting HTTP/1 too, `EdgeLayer`, then
+//! `GrpcWebLayer`, over a `TcpIncoming` with TCP_NODELAY.
+//!
+//! * [`start_wisp`]: the real PipedService (`PipedGrpc` over `PipedApi` and a
+//!   `PipedVerifier` on `StoreKeySource`) on the embedded stores in a temporary directory;
+//! * [`start_noop`]: the same trait, answering ListUnhandledCommands and ReportStat with
+//!   empty responses at once (no auth, no store) and everything else `Unimplemented`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status};
+use tonic_web::GrpcWebLayer;
+use wisp_auth::{CachePolicy, PipedToken, PipedVerifier};
+use wisp_proto::model;
+use wisp_proto::pipedservice::piped_service_server::{PipedService, PipedServiceServer};
+use wisp_proto::pipedservice::*;
+use wisp_services::auth_source::StoreKeySource;
+use wisp_services::piped::PipedApi;
+use wisp_store::collection::now_unix;
+use wisp_store::stores::Stores;
+use wisp_store_embedded::{LocalFilestore, MemoryCache, SqliteDatastore};
+use wisp_transport::EdgeLayer;
+use wisp_transport::piped::{MAX_MESSAGE_BYTES, PipedGrpc};
+
+pub const PROJECT_ID: &str = "bench";
+
+/// A server running on the server runtime until [`RunningServer::stop`].
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    shutdown: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl RunningServer {
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.shutdown.send(());
+        match tokio::time::timeout(Duration::from_secs(10), self.task).await {
+            Ok(joined) => joined.context("server task")?.context("server failed"),
+            Err(_) => anyhow::bail!("server did not stop within 10 s"),
+        }
+    }
+}
+
+/// Binds 127.0.0.1:0 and serves `service` the way `wisp serve` does. Must run on the
+/// server runtime (the accept loop and every connection are spawned there).
+async fn serve<T: PipedService>(service: PipedServiceServer<T>) -> anyhow::Result<RunningServer> {
+    let listener = TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .context("bind 127.0.0.1:0")?;
+    let addr = listener.local_addr().context("listener address")?;
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let (shutdown, stop) = oneshot::channel::<()>();
+    let task = tokio::spawn(
+        Server::builder()
+            .accept_http1(true)
+            .layer(EdgeLayer)
+            .layer(GrpcWebLayer::new())
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stop.await;
+            }),
+    );
+    Ok(RunningServer {
+        addr,
+        shutdown,
+        task,
+    })
+}
+
+/// A registered piped, as the piped itself knows it.
+#[derive(Clone)]
+pub struct PipedIdentity {
+    pub token: PipedToken,
+}
+
+pub struct Wisp {
+    pub server: RunningServer,
+    pub verifier: Arc<PipedVerifier<StoreKeySource>>,
+    pub pipeds: Vec<PipedIdentity>,
+    /// Wall time spent bcrypt-hashing the piped keys at registration.
+    pub register_time: Duration,
+}
+
+/// Opens the embedded stores in `dir` (as `wisp serve --data-dir dir`), registers project
+/// [`PROJECT_ID`] and `pipeds` pipeds through the stores (keys bcrypt-hashed at the
+/// production cost, as `wisp piped add` does), and starts the real server.
+pub async fn start_wisp(
+    dir: &Path,
+    pipeds: usize,
+    verified_ttl: Option<Duration>,
+) -> anyhow::Result<Wisp> {
+    let datastore = SqliteDatastore::open(dir.join("wisp.db")).context("open the database")?;
+    let filestore = LocalFilestore::open(dir.join("files")).context("open the filestore")?;
+    let cache = MemoryCache::new(
+        wisp_store_embedded::cache::DEFAULT_MAX_ENTRIES,
+        wisp_store_embedded::cache::DEFAULT_MAX_BYTES,
+    );
+    let stores = Stores::new(Arc::new(datastore), Arc::new(filestore), Arc::new(cache));
+
+    let started = Instant::now();
+    let admin_hash = wisp_auth::hash_secret("bench-admin").context("hash admin password")?;
+    stores
+        .projects
+        .create(model::Project {
+            id: PROJECT_ID.to_string(),
+            desc: "poll benchmark".to_string(),
+            static_admin: Some(model::ProjectStaticUser {
+                username: "bench-admin".to_string(),
+                password_hash: admin_hash,
+            }),
+            ..Default::default()
+        })
+        .await
+        .context("create the project")?;
+
+    let keys: Vec<String> = (0..pipeds)
+        .map(|_| wisp_auth::generate_piped_key())
+        .collect();
+    let hashes = tokio::task::spawn_blocking(move || hash_all(&keys).map(|h| (keys, h)))
+        .await
+        .context("hashing task")??;
+    let (keys, hashes) = hashes;
+    let mut identities = Vec::with_capacity(pipeds);
+    for (i, (key, hash)) in keys.into_iter().zip(hashes).enumerate() {
+        let piped_id = uuid::Uuid::new_v4().to_string();
+        stores
+            .pipeds
+            .create(model::Piped {
+                id: piped_id.clone(),
+                name: format!("bench-{i:04}"),
+                project_id: PROJECT_ID.to_string(),
+                keys: vec![model::PipedKey {
+                    hash,
+                    creator: "poll-bench".to_string(),
+                    created_at: now_unix(),
+                }],
+                ..Default::default()
+            })
+            .await
+            .with_context(|| format!("create piped {i}"))?;
+        identities.push(PipedIdentity {
+            token: PipedToken::new(PROJECT_ID, piped_id, key),
+        });
+    }
+    let register_time = started.elapsed();
+
+    // As src/cli/serve.rs: no config projects, the production cache policy.
+    let source = StoreKeySource::new(stores.clone(), std::iter::empty::<String>());
+    let verifier = Arc::new(match verified_ttl {
+        None => PipedVerifier::new(source),
+        Some(ttl) => PipedVerifier::with_policy(source, CachePolicy::default().verified_ttl(ttl)),
+    });
+    let api = Arc::new(PipedApi::new(stores, String::new()));
+    let server = serve(PipedGrpc::new(api, verifier.clone()).into_server()).await?;
+    Ok(Wisp {
+        server,
+        verifier,
+        pipeds: identities,
+        register_time,
+    })
+}
+
+/// bcrypt-hashes every key, on all cores (cost 10 is tens of milliseconds each).
+fn hash_all(keys: &[String]) -> anyhow::Result<Vec<String>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .max(1);
+    let chunk = keys.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = keys
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|k| {
+                            wisp_auth::hash_secret(k).map_err(|e| anyhow::anyhow!("hash: {e}"))
+                        })
+                        .collect::<anyhow::Result<Vec<_>>>()
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(keys.len());
+        for worker in workers {
+            all.extend(
+                worker
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("hashing thread panicked"))??,
+            );
+        }
+        Ok(all)
+    })
+}
+
+/// Starts the no-op server.
+pub async fn start_noop() -> anyhow::Result<RunningServer> {
+    serve(
+        PipedServiceServer::new(NoopPiped)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+    )
+    .await
+}
+
+/// The baseline: what tonic, the layers and the socket cost with no work behind them.
+pub struct NoopPiped;
+
+// `#[async_trait]` must see every method, so the macro writes the whole impl.
+macro_rules! noop_piped_service {
+    ($($method:ident($req:ty) -> $resp:ty;)*) => {
+        #[tonic::async_trait]
+        impl PipedService for NoopPiped {
+            async fn list_unhandled_commands(
+                &self,
+                _request: Request<ListUnhandledCommandsRequest>,
+            ) -> Result<Response<ListUnhandledCommandsResponse>, Status> {
+                Ok(Response::new(ListUnhandledCommandsResponse::default()))
+            }
+
+            async fn report_stat(
+                &self,
+                _request: Request<ReportStatRequest>,
+            ) -> Result<Response<ReportStatResponse>, Status> {
+                Ok(Response::new(ReportStatResponse::default()))
+            }
+
+            $(
+                async fn $method(&self, _request: Request<$req>) -> Result<Response<$resp>, Status> {
+                    Err(Status::unimplemented(concat!(stringify!($method), " is not served by the no-op server")))
+                }
+            )*
+        }
+    };
+}
+
+noop_piped_service! {
+    report_piped_meta(ReportPipedMetaRequest) -> ReportPipedMetaResponse;
+    list_applications(ListApplicationsRequest) -> ListApplicationsResponse;
+    report_application_sync_state(ReportApplicationSyncStateRequest) -> ReportApplicationSyncStateResponse;
+    report_application_deploying_status(ReportApplicationDeployingStatusRequest) -> ReportApplicationDeployingStatusResponse;
+    report_application_most_recent_deployment(ReportApplicationMostRecentDeploymentRequest) -> ReportApplicationMostRecentDeploymentResponse;
+    get_application_most_recent_deployment(GetApplicationMostRecentDeploymentRequest) -> GetApplicationMostRecentDeploymentResponse;
+    get_deployment(GetDeploymentRequest) -> GetDeploymentResponse;
+    list_not_completed_deployments(ListNotCompletedDeploymentsRequest) -> ListNotCompletedDeploymentsResponse;
+    create_deployment(CreateDeploymentRequest) -> CreateDeploymentResponse;
+    report_deployment_planned(ReportDeploymentPlannedRequest) -> ReportDeploymentPlannedResponse;
+    report_deployment_status_changed(ReportDeploymentStatusChangedRequest) -> ReportDeploymentStatusChangedResponse;
+    report_deployment_completed(ReportDeploymentCompletedRequest) -> ReportDeploymentCompletedResponse;
+    save_deployment_metadata(SaveDeploymentMetadataRequest) -> SaveDeploymentMetadataResponse;
+    save_deployment_shared_metadata(SaveDeploymentSharedMetadataRequest) -> SaveDeploymentSharedMetadataResponse;
+    save_deployment_plugin_metadata(SaveDeploymentPluginMetadataRequest) -> SaveDeploymentPluginMetadataResponse;
+    save_stage_metadata(SaveStageMetadataRequest) -> SaveStageMetadataResponse;
+    report_stage_logs(ReportStageLogsRequest) -> ReportStageLogsResponse;
+    report_stage_logs_from_last_checkpoint(ReportStageLogsFromLastCheckpointRequest) -> ReportStageLogsFromLastCheckpointResponse;
+    report_stage_status_changed(ReportStageStatusChangedRequest) -> ReportStageStatusChangedResponse;
+    report_command_handled(ReportCommandHandledRequest) -> ReportCommandHandledResponse;
+    report_application_live_state(ReportApplicationLiveStateRequest) -> ReportApplicationLiveStateResponse;
+    report_application_live_state_events(ReportApplicationLiveStateEventsRequest) -> ReportApplicationLiveStateEventsResponse;
+    get_latest_event(GetLatestEventRequest) -> GetLatestEventResponse;
+    list_events(ListEventsRequest) -> ListEventsResponse;
+    report_event_statuses(ReportEventStatusesRequest) -> ReportEventStatusesResponse;
+    get_latest_analysis_result(GetLatestAnalysisResultRequest) -> GetLatestAnalysisResultResponse;
+    put_latest_analysis_result(PutLatestAnalysisResultRequest) -> PutLatestAnalysisResultResponse;
+    get_desired_version(GetDesiredVersionRequest) -> GetDesiredVersionResponse;
+    update_application_configurations(UpdateApplicationConfigurationsRequest) -> UpdateApplicationConfigurationsResponse;
+    report_unregistered_application_configurations(ReportUnregisteredApplicationConfigurationsRequest) -> ReportUnregisteredApplicationConfigurationsResponse;
+    create_deployment_chain(CreateDeploymentChainRequest) -> CreateDeploymentChainResponse;
+    in_chain_deployment_plannable(InChainDeploymentPlannableRequest) -> InChainDeploymentPlannableResponse;
+    get_application_shared_object(GetApplicationSharedObjectRequest) -> GetApplicationSharedObjectResponse;
+    put_application_shared_object(PutApplicationSharedObjectRequest) -> PutApplicationSharedObjectResponse;
+}

@@ -1,0 +1,139 @@
+//! Deployments and their stage logs, read-only.
+
+use std::collections::HashMap;
+
+use wisp_model::event::contains_labels;
+use wisp_model::validate::Validate;
+use wisp_proto::apiservice::*;
+use wisp_proto::model::{self, ApplicationKind, DeploymentStatus, api_key::Role};
+use wisp_store::StoreError;
+use wisp_store::collection::ListOptions;
+use wisp_store::entities::{pk, slot};
+
+use super::{ApiApi, ApiKeyCaller, check_project, require};
+use crate::error::ServiceError;
+
+/// The stage upstream adds to every pipeline on its own; it has no logs until it runs.
+const ROLLBACK_STAGE: &str = "ROLLBACK";
+
+impl ApiApi {
+    pub async fn get_deployment(
+        &self,
+        caller: &ApiKeyCaller,
+        req: GetDeploymentRequest,
+    ) -> Result<GetDeploymentResponse, ServiceError> {
+        req.validate()?;
+        require(caller, Role::ReadOnly)?;
+        let deployment = self.deployment(&req.deployment_id).await?;
+        check_project(caller, &deployment.project_id, "deployment")?;
+        Ok(GetDeploymentResponse {
+            deployment: Some(deployment),
+        })
+    }
+
+    /// The project's deployments, most recently updated first, filtered by status and
+    /// kind (enum names, e.g. `DEPLOYMENT_SUCCESS`, `KUBERNETES`), application id,
+    /// application name and labels. `limit` 0 means all; the cursor is empty on the last
+    /// page.
+    ///
+    /// Deviation: every given status, kind and application id is matched (upstream uses
+    /// only the first of each). With exactly one application id, that application's
+    /// index is read instead of the project's.
+    pub async fn list_deployments(
+        &self,
+        caller: &ApiKeyCaller,
+        req: ListDeploymentsRequest,
+    ) -> Result<ListDeploymentsResponse, ServiceError> {
+        req.validate()?;
+        require(caller, Role::ReadOnly)?;
+        let mut statuses = Vec::new();
+        for s in req.statuses.iter().filter(|s| !s.is_empty()) {
+            let status = DeploymentStatus::from_str_name(s).ok_or_else(|| {
+                ServiceError::InvalidArgument(format!("{s} is invalid deployment status"))
+            })?;
+            statuses.push(status as i32);
+        }
+        let mut kinds = Vec::new();
+        for k in req.kinds.iter().filter(|k| !k.is_empty()) {
+            let kind = ApplicationKind::from_str_name(k).ok_or_else(|| {
+                ServiceError::InvalidArgument(format!("{k} is invalid application kind"))
+            })?;
+            kinds.push(kind as i32);
+        }
+        let app_ids: Vec<&str> = req
+            .application_ids
+            .iter()
+            .map(String::as_str)
+            .filter(|id| !id.is_empty())
+            .collect();
+        let matches = |d: &model::Deployment| {
+            (statuses.is_empty() || statuses.contains(&d.status))
+                && (kinds.is_empty() || kinds.contains(&d.kind))
+                && (app_ids.is_empty() || app_ids.contains(&d.application_id.as_str()))
+                && (req.application_name.is_empty() || d.application_name == req.application_name)
+                && contains_labels(&d.labels, &req.labels)
+        };
+        let mut opts = match app_ids.as_slice() {
+            [only] => ListOptions::new(
+                slot::DEPLOYMENT_BY_APPLICATION,
+                pk::project_application(&caller.project_id, only),
+            ),
+            _ => ListOptions::new(slot::DEPLOYMENT_BY_PROJECT, caller.project_id.clone()),
+        };
+        opts.descending = true;
+        opts.limit = usize::try_from(req.limit).unwrap_or(0);
+        opts.cursor = req.cursor.clone();
+        opts.filter = Some(&matches);
+        let page = self
+            .stores
+            .deployments
+            .list(opts)
+            .await
+            .map_err(|e| ServiceError::store(e, "get deployments"))?;
+        Ok(ListDeploymentsResponse {
+            deployments: page.items,
+            cursor: page.cursor,
+        })
+    }
+
+    /// The log of every stage at its current retry, keyed by stage id. A stage without a
+    /// log gets an empty one, except the automatic ROLLBACK stage, which is left out.
+    pub async fn list_stage_logs(
+        &self,
+        caller: &ApiKeyCaller,
+        req: ListStageLogsRequest,
+    ) -> Result<ListStageLogsResponse, ServiceError> {
+        req.validate()?;
+        require(caller, Role::ReadOnly)?;
+        let deployment = self.deployment(&req.deployment_id).await?;
+        check_project(caller, &deployment.project_id, "deployment")?;
+        let mut stage_logs = HashMap::new();
+        for stage in &deployment.stages {
+            let fetched = self
+                .stores
+                .stage_logs
+                .fetch(&deployment.id, &stage.id, stage.retried_count, 0)
+                .await;
+            match fetched {
+                Ok(log) => {
+                    stage_logs.insert(
+                        stage.id.clone(),
+                        StageLog {
+                            blocks: log.blocks,
+                            completed: log.completed,
+                        },
+                    );
+                }
+                Err(StoreError::NotFound(_)) if stage.name == ROLLBACK_STAGE => {}
+                Err(StoreError::NotFound(_)) => {
+                    stage_logs.insert(stage.id.clone(), StageLog::default());
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, deployment = %deployment.id, stage = %stage.id, "failed to fetch stage log");
+                    return Err(ServiceError::Internal("Failed to get stage logs".into()));
+                }
+            }
+        }
+        Ok(ListStageLogsResponse { stage_logs })
+    }
+}

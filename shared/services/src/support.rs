@@ -1,0 +1,54 @@
+//! Small helpers every service shares.
+
+use wisp_store::StoreError;
+use wisp_store::collection::{Collection, Entity};
+
+use crate::error::ServiceError;
+
+/// `Collection::update` with a closure that refuses with a [`ServiceError`] of its own
+/// choosing (PermissionDenied, InvalidArgument, ...). Store failures map through
+/// [`ServiceError::store`] with `what` ("update deployment d-1 as planned").
+pub(crate) async fn update_checked<E, F>(
+    collection: &Collection<E>,
+    project_id: &str,
+    id: &str,
+    what: &str,
+    mut mutate: F,
+) -> Result<E, ServiceError>
+where
+    E: Entity,
+    F: FnMut(&mut E) -> Result<(), ServiceError> + Send,
+{
+    let mut refusal: Option<ServiceError> = None;
+    let result = collection
+        .update(project_id, id, |entity| {
+            refusal = None;
+            mutate(entity).map_err(|err| {
+                let msg = err.to_string();
+                refusal = Some(err);
+                // Ends the update without a retry; replaced by `refusal` below.
+                StoreError::FailedPrecondition(msg)
+            })
+        })
+        .await;
+    match result {
+        Ok(entity) => Ok(entity),
+        Err(err) => match refusal {
+            Some(refused) => Err(refused),
+            None => Err(ServiceError::store(err, what)),
+        },
+    }
+}
+
+/// Unix seconds now.
+pub(crate) fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// A fresh id for objects the control plane creates (chains, commands): uuid v4.
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

@@ -1,0 +1,403 @@
+//! How a record is laid out as a DynamoDB item, and the opaque cursors.
+//!
+//! | attribute | type | value |
+//! |---|---|---|
+//! | `pk` | S | kind (`Deployment`) — table partition key |
+//! | `sk` | S | record id — table sort key |
+//! | `project_id` | S | |
+//! | `version` | N | optimistic-concurrency counter |
+//! | `data` | B | protobuf bytes |
+//! | `expires_at` | N | unix seconds; the table's TTL attribute; absent = never |
+//! | `gNpk` | S | `<kind>#<index pk>`; absent when slot N is `None` (sparse GSI `gsiN`) |
+//! | `gNsk` | S | `<index sk>\0<id>`; absent when slot N is `None` |
+//!
+//! `\0` sorts below every other character, so the byte order of `gNsk` is the `(sk, id)`
+//! order the trait requires, ties broken by id, in both directions; an index sort key
+//! therefore must not contain `\0`.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+use wisp_store::datastore::{INDEX_SLOTS, IndexKey, Kind, Record};
+use wisp_store::error::{Result, StoreError};
+
+pub const PK: &str = "pk";
+pub const SK: &str = "sk";
+pub const PROJECT_ID: &str = "project_id";
+pub const VERSION: &str = "version";
+pub const DATA: &str = "data";
+pub const EXPIRES_AT: &str = "expires_at";
+pub const GSI_NAMES: [&str; INDEX_SLOTS] = ["gsi0", "gsi1", "gsi2"];
+pub const GSI_PK: [&str; INDEX_SLOTS] = ["g0pk", "g1pk", "g2pk"];
+pub const GSI_SK: [&str; INDEX_SLOTS] = ["g0sk", "g1sk", "g2sk"];
+
+/// Separates the index sort key from the id in `gNsk`.
+pub const SEP: char = '\0';
+
+/// Records are refused above this estimated item size (DynamoDB's hard limit is 400 KB).
+pub const MAX_ITEM_BYTES: usize = 350 * 1024;
+/// DynamoDB's limits on key attribute values (table and GSI keys alike).
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+pub const MAX_SORT_KEY_BYTES: usize = 1024;
+
+pub type Item = HashMap<String, AttributeValue>;
+
+/// The partition value of slot N's GSI for `kind`.
+pub fn gsi_pk(kind: Kind, pk: &str) -> String {
+    format!("{kind}#{pk}")
+}
+
+/// The sort value of slot N's GSI: `(sk, id)` as one string.
+pub fn gsi_sk(sk: &str, id: &str) -> String {
+    let mut out = String::with_capacity(sk.len() + 1 + id.len());
+    out.push_str(sk);
+    out.push(SEP);
+    out.push_str(id);
+    out
+}
+
+pub fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+pub fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// The table key of `(kind, id)`.
+pub fn key(kind: Kind, id: &str) -> Item {
+    HashMap::from([(PK.to_string(), s(kind.as_str())), (SK.to_string(), s(id))])
+}
+
+/// Whether `id` can be a record id here: non-empty and within the sort-key limit.
+pub fn check_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(StoreError::InvalidArgument("record id is empty".into()));
+    }
+    if id.len() > MAX_SORT_KEY_BYTES {
+        return Err(StoreError::InvalidArgument(format!(
+            "record id is {} bytes; DynamoDB allows at most {MAX_SORT_KEY_BYTES}",
+            id.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether an id could name a stored record (reads of impossible ids are NotFound
+/// without asking DynamoDB, which would refuse the key).
+pub fn possible_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_SORT_KEY_BYTES
+}
+
+/// Checks one index entry of a record being written; returns `(gNpk, gNsk)`.
+fn index_attributes(kind: Kind, slot: usize, id: &str, key: &IndexKey) -> Result<(String, String)> {
+    if key.sk.contains(SEP) {
+        return Err(StoreError::InvalidArgument(format!(
+            "index slot {slot} sort key contains a NUL character"
+        )));
+    }
+    let pk = gsi_pk(kind, &key.pk);
+    if pk.len() > MAX_PARTITION_KEY_BYTES {
+        return Err(StoreError::InvalidArgument(format!(
+            "index slot {slot} partition key is {} bytes; at most {MAX_PARTITION_KEY_BYTES} \
+             including the kind prefix",
+            pk.len()
+        )));
+    }
+    let sk = gsi_sk(&key.sk, id);
+    if sk.len() > MAX_SORT_KEY_BYTES {
+        return Err(StoreError::InvalidArgument(format!(
+            "index slot {slot} sort key and id are {} bytes together; at most \
+             {MAX_SORT_KEY_BYTES}",
+            sk.len()
+        )));
+    }
+    Ok((pk, sk))
+}
+
+/// DynamoDB's item size: attribute names plus values (numbers counted generously).
+fn item_size(item: &Item) -> usize {
+    item.iter()
+        .map(|(name, value)| {
+            name.len()
+                + match value {
+                    AttributeValue::S(v) => v.len(),
+                    AttributeValue::N(v) => v.len() / 2 + 2,
+                    AttributeValue::B(v) => v.as_ref().len(),
+                    _ => 0,
+                }
+        })
+        .sum()
+}
+
+/// The item for `record` stored at `version`.
+pub fn to_item(kind: Kind, record: Record, version: u64) -> Result<Item> {
+    check_id(&record.id)?;
+    let mut item = key(kind, &record.id);
+    for (slot, index) in record.indexes.iter().enumerate() {
+        if let Some(index) = index {
+            let (pk, sk) = index_attributes(kind, slot, &record.id, index)?;
+            item.insert(GSI_PK[slot].to_string(), s(pk));
+            item.insert(GSI_SK[slot].to_string(), s(sk));
+        }
+    }
+    item.insert(PROJECT_ID.to_string(), s(record.project_id));
+    item.insert(VERSION.to_string(), n(version));
+    item.insert(DATA.to_string(), AttributeValue::B(Blob::new(record.data)));
+    if let Some(expires_at) = record.expires_at {
+        item.insert(EXPIRES_AT.to_string(), n(expires_at));
+    }
+    let size = item_size(&item);
+    if size > MAX_ITEM_BYTES {
+        return Err(StoreError::InvalidArgument(format!(
+            "{kind} {} is {size} bytes as a DynamoDB item; records must stay under \
+             {MAX_ITEM_BYTES} (keep large payloads in the filestore)",
+            item_string(&item, SK).unwrap_or_default()
+        )));
+    }
+    Ok(item)
+}
+
+/// Why an item read back from DynamoDB is not a valid record.
+#[derive(Debug, thiserror::Error)]
+pub enum ItemError {
+    #[error("attribute {0} is missing")]
+    Missing(&'static str),
+    #[error("attribute {0} has the wrong type")]
+    WrongType(&'static str),
+    #[error("attribute {0} is invalid: {1}")]
+    Invalid(&'static str, String),
+}
+
+fn item_string<'a>(item: &'a Item, name: &'static str) -> Option<&'a str> {
+    match item.get(name) {
+        Some(AttributeValue::S(v)) => Some(v),
+        _ => None,
+    }
+}
+
+fn get_string(item: &Item, name: &'static str) -> std::result::Result<String, ItemError> {
+    match item.get(name) {
+        Some(AttributeValue::S(v)) => Ok(v.clone()),
+        Some(_) => Err(ItemError::WrongType(name)),
+        None => Err(ItemError::Missing(name)),
+    }
+}
+
+fn get_number<T: std::str::FromStr>(
+    item: &Item,
+    name: &'static str,
+) -> std::result::Result<Option<T>, ItemError>
+where
+    T::Err: std::fmt::Display,
+{
+    match item.get(name) {
+        Some(AttributeValue::N(v)) => v
+            .parse()
+            .map(Some)
+            .map_err(|e: T::Err| ItemError::Invalid(name, format!("{v}: {e}"))),
+        Some(_) => Err(ItemError::WrongType(name)),
+        None => Ok(None),
+    }
+}
+
+/// The stored version of an item.
+pub fn version_of(item: &Item) -> std::result::Result<u64, ItemError> {
+    get_number(item, VERSION)?.ok_or(ItemError::Missing(VERSION))
+}
+
+/// A record is live while `expires_at` is absent or still in the future.
+pub fn is_live(item: &Item, now: i64) -> std::result::Result<bool, ItemError> {
+    Ok(get_number::<i64>(item, EXPIRES_AT)?.is_none_or(|t| t > now))
+}
+
+fn decode(kind: Kind, item: Item) -> std::result::Result<Record, ItemError> {
+    let stored_kind = get_string(&item, PK)?;
+    if stored_kind != kind.as_str() {
+        return Err(ItemError::Invalid(
+            PK,
+            format!("{stored_kind} is not {kind}"),
+        ));
+    }
+    let id = get_string(&item, SK)?;
+    let mut indexes: [Option<IndexKey>; INDEX_SLOTS] = Default::default();
+    for (slot, index) in indexes.iter_mut().enumerate() {
+        let (pk_name, sk_name) = (GSI_PK[slot], GSI_SK[slot]);
+        *index = match (item.contains_key(pk_name), item.contains_key(sk_name)) {
+            (false, false) => None,
+            (true, false) => return Err(ItemError::Missing(sk_name)),
+            (false, true) => return Err(ItemError::Missing(pk_name)),
+            (true, true) => {
+                let pk = get_string(&item, pk_name)?;
+                let sk = get_string(&item, sk_name)?;
+                let pk = pk
+                    .strip_prefix(kind.as_str())
+                    .and_then(|rest| rest.strip_prefix('#'))
+                    .ok_or_else(|| ItemError::Invalid(pk_name, format!("no {kind}# prefix")))?;
+                let sk = sk
+                    .strip_suffix(id.as_str())
+                    .and_then(|rest| rest.strip_suffix(SEP))
+                    .ok_or_else(|| ItemError::Invalid(sk_name, "no id suffix".into()))?;
+                Some(IndexKey::new(pk, sk))
+            }
+        };
+    }
+    let data = match item.get(DATA) {
+        Some(AttributeValue::B(v)) => v.as_ref().to_vec(),
+        Some(_) => return Err(ItemError::WrongType(DATA)),
+        None => return Err(ItemError::Missing(DATA)),
+    };
+    Ok(Record {
+        project_id: get_string(&item, PROJECT_ID)?,
+        version: version_of(&item)?,
+        data,
+        indexes,
+        expires_at: get_number(&item, EXPIRES_AT)?,
+        id,
+    })
+}
+
+/// The record an item holds.
+pub fn from_item(kind: Kind, item: Item) -> Result<Record> {
+    let id = item_string(&item, SK).unwrap_or("?").to_string();
+    decode(kind, item)
+        .map_err(|e| StoreError::Internal(format!("corrupt DynamoDB item {kind} {id}: {e}")))
+}
+
+pub fn corrupt(kind: Kind, id: &str, e: ItemError) -> StoreError {
+    StoreError::Internal(format!("corrupt DynamoDB item {kind} {id}: {e}"))
+}
+
+/// Opaque resume position in a query: the `(sk, id)` of the last record handed out.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryCursor {
+    pub s: String,
+    pub i: String,
+}
+
+/// Opaque resume position in a scan: the id of the last record handed out.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScanCursor {
+    pub i: String,
+}
+
+pub fn encode_cursor<T: Serialize>(cursor: &T) -> Result<String> {
+    let json = serde_json::to_vec(cursor)
+        .map_err(|e| StoreError::Internal(format!("encoding cursor: {e}")))?;
+    Ok(URL_SAFE_NO_PAD.encode(json))
+}
+
+pub fn decode_cursor<T: for<'de> Deserialize<'de>>(cursor: &str) -> Result<T> {
+    let json = URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| StoreError::InvalidCursor)?;
+    serde_json::from_slice(&json).map_err(|_| StoreError::InvalidCursor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Record {
+        Record {
+            id: "id-1".into(),
+            project_id: "p".into(),
+            version: 0,
+            data: vec![0, 1, 2, 255],
+            indexes: [
+                Some(IndexKey::new("proj#piped", "00000000000000000042")),
+                None,
+                Some(IndexKey::new("", "")),
+            ],
+            expires_at: Some(1_700_000_000),
+        }
+    }
+
+    #[test]
+    fn items_round_trip() {
+        let item = to_item(Kind::Command, sample(), 3).expect("item");
+        assert_eq!(
+            item.get("g0pk"),
+            Some(&AttributeValue::S("Command#proj#piped".into()))
+        );
+        assert_eq!(
+            item.get("g0sk"),
+            Some(&AttributeValue::S("00000000000000000042\0id-1".into()))
+        );
+        assert!(!item.contains_key("g1pk") && !item.contains_key("g1sk"));
+        let back = from_item(Kind::Command, item).expect("record");
+        assert_eq!(
+            back,
+            Record {
+                version: 3,
+                ..sample()
+            }
+        );
+    }
+
+    #[test]
+    fn composite_sort_keys_order_like_pairs() {
+        let pairs = [
+            ("", "z"),
+            ("a", "b"),
+            ("a", "ba"),
+            ("a", "c"),
+            ("a!", "a"),
+            ("ab", ""),
+            ("b", "a"),
+        ];
+        let mut composite: Vec<String> = pairs.iter().map(|(s, i)| gsi_sk(s, i)).collect();
+        composite.sort();
+        let want: Vec<String> = pairs.iter().map(|(s, i)| gsi_sk(s, i)).collect();
+        assert_eq!(composite, want);
+    }
+
+    #[test]
+    fn bad_records_are_refused() {
+        let mut r = sample();
+        r.indexes[1] = Some(IndexKey::new("p", "has\0nul"));
+        assert!(matches!(
+            to_item(Kind::Event, r, 1),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        let mut r = sample();
+        r.data = vec![0; MAX_ITEM_BYTES];
+        assert!(matches!(
+            to_item(Kind::Event, r, 1),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        let mut r = sample();
+        r.id = String::new();
+        assert!(matches!(
+            to_item(Kind::Event, r, 1),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        let mut r = sample();
+        r.indexes[0] = Some(IndexKey::new("p", "x".repeat(1020)));
+        assert!(matches!(
+            to_item(Kind::Event, r, 1),
+            Err(StoreError::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn corrupt_items_are_internal_errors() {
+        let mut item = to_item(Kind::Command, sample(), 1).expect("item");
+        item.remove("g0sk");
+        assert!(matches!(
+            from_item(Kind::Command, item),
+            Err(StoreError::Internal(_))
+        ));
+        let item = to_item(Kind::Command, sample(), 1).expect("item");
+        assert!(matches!(
+            from_item(Kind::Event, item),
+            Err(StoreError::Internal(_))
+        ));
+    }
+}

@@ -1,0 +1,6 @@
+//! AWS store backends: the DynamoDB `Datastore`, the S3 `Filestore`, and loading the
+//! configuration and encryption key from Secrets Manager.
+
+pub mod s3;
+pub mod secrets;
+pub mod dynamodb;

@@ -1,0 +1,571 @@
+//! The shared cache conformance suite against a real `redis-server`, and what only a
+//! networked cache can show: Redis dying, hanging and coming back mid-run, TLS with an
+//! AUTH token.
+//!
+//! Needs `WISP_TEST_REDIS_URL` (e.g. `redis://127.0.0.1:6379`, see `scripts/redis.sh`).
+//! Unset: the tests print a note and pass, unless `WISP_REQUIRE_AWS_TESTS=1`, when they
+//! fail. The outage and TLS tests also start private `redis-server`s on free loopback
+//! ports (the binary must be on PATH; `openssl` too for TLS).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wisp_store::conformance as cf;
+use wisp_store::{Cache, StoreError};
+use wisp_store_redis::{DEFAULT_TIMEOUT, RedisCache, RedisCacheOptions};
+
+const URL_VAR: &str = "WISP_TEST_REDIS_URL";
+const REQUIRE_VAR: &str = "WISP_REQUIRE_AWS_TESTS";
+
+fn required() -> bool {
+    std::env::var(REQUIRE_VAR).as_deref() == Ok("1")
+}
+
+/// Skips (or, when required, fails) a test whose stand-in is missing.
+fn missing(test: &str, what: &str) {
+    if required() {
+        panic!("{test}: {what}, but {REQUIRE_VAR}=1 requires this test to run");
+    }
+    eprintln!("note: {test} skipped: {what}");
+}
+
+/// The shared Redis under test, or `None` (after the note) when the tests are off.
+fn redis_url(test: &str) -> Option<String> {
+    match std::env::var(URL_VAR) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            missing(
+                test,
+                &format!(
+                    "{URL_VAR} is not set (start one with `scripts/redis.sh start 6379` and \
+                     export {URL_VAR}=redis://127.0.0.1:6379)"
+                ),
+            );
+            None
+        }
+    }
+}
+
+async fn shared_cache(test: &str) -> Option<Arc<dyn Cache>> {
+    let url = redis_url(test)?;
+    let cache = RedisCache::connect(&url).await.expect("valid Redis URL");
+    cache
+        .ping()
+        .await
+        .unwrap_or_else(|e| panic!("{test}: Redis at {URL_VAR} does not answer: {e}"));
+    Some(Arc::new(cache))
+}
+
+macro_rules! cases {
+    ($($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let Some(cache) = shared_cache(stringify!($case)).await else { return };
+                cf::$case(&*cache).await;
+            }
+        )*
+    };
+}
+
+cases!(cache_get_put_delete, cache_ttl, cache_hash);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cache_suite_twice_on_one_instance() {
+    let Some(cache) = shared_cache("cache_suite_twice_on_one_instance").await else {
+        return;
+    };
+    cf::cache_suite(cache.clone()).await;
+    cf::cache_suite(cache).await;
+}
+
+#[tokio::test]
+async fn wrong_type_is_an_error_not_an_outage() {
+    let Some(cache) = shared_cache("wrong_type_is_an_error_not_an_outage").await else {
+        return;
+    };
+    let key = cf::unique("cache-type");
+    cache.put(&key, b"v".to_vec(), None).await.expect("put");
+    let err = cache.hash_get(&key, "f").await.expect_err("string as hash");
+    assert!(matches!(err, StoreError::InvalidArgument(_)), "{err:?}");
+    cache.delete(&key).await.expect("delete");
+}
+
+// ---------------------------------------------------------------------------------------
+// Private redis-servers: outages and TLS
+// ---------------------------------------------------------------------------------------
+
+fn find_binary(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// A `redis-server` child process, killed when dropped.
+struct PrivateRedis {
+    child: Child,
+}
+
+impl PrivateRedis {
+    /// Plain TCP on `port`, or TLS on `port` with `tls_args`; waits until it answers.
+    fn start(binary: &Path, port: u16, extra: &[String], tls: bool) -> PrivateRedis {
+        let mut cmd = Command::new(binary);
+        if tls {
+            cmd.args(["--port", "0", "--tls-port", &port.to_string()]);
+        } else {
+            cmd.args(["--port", &port.to_string()]);
+        }
+        cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--daemonize", "no", "--loglevel", "warning"])
+            .arg("--dir")
+            .arg(std::env::temp_dir())
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        let child = cmd.spawn().expect("start redis-server");
+        let server = PrivateRedis { child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let up = if tls {
+                TcpStream::connect(("127.0.0.1", port)).is_ok()
+            } else {
+                answers_ping(port)
+            };
+            if up {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not come up on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.pid()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {}", self.pid());
+    }
+
+    /// SIGKILL, like a crash or a lost node: no goodbye to the clients.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn answers_ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 7];
+    stream.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// The redis-server binary, or `None` (after the note) when these tests are off.
+fn redis_server(test: &str) -> Option<PathBuf> {
+    redis_url(test)?;
+    let binary = find_binary("redis-server");
+    if binary.is_none() {
+        missing(
+            test,
+            "no redis-server on PATH (scripts/redis.sh installs it)",
+        );
+    }
+    binary
+}
+
+/// Longest a call may take while Redis is down or hung: the call timeout plus slack for
+/// a loaded 2-core machine.
+const STALL_BOUND: Duration = Duration::from_millis(250 + 750);
+
+/// Every operation fails `Unavailable`, each within `STALL_BOUND`, also when many run at
+/// once.
+async fn assert_unavailable_quickly(cache: &Arc<RedisCache>, rounds: usize) {
+    assert_eq!(DEFAULT_TIMEOUT, Duration::from_millis(250));
+    for round in 0..rounds {
+        let key = format!("down-{round}");
+        let started = Instant::now();
+        let results: Vec<(&str, Result<(), StoreError>)> = vec![
+            ("get", cache.get(&key).await.map(|_| ())),
+            ("put", cache.put(&key, b"x".to_vec(), None).await),
+            (
+                "put ttl",
+                cache
+                    .put(&key, b"x".to_vec(), Some(Duration::from_secs(5)))
+                    .await,
+            ),
+            ("delete", cache.delete(&key).await),
+            ("hash_set", cache.hash_set(&key, "f", b"x".to_vec()).await),
+            ("hash_get", cache.hash_get(&key, "f").await.map(|_| ())),
+            ("hash_get_all", cache.hash_get_all(&key).await.map(|_| ())),
+            ("hash_delete", cache.hash_delete(&key, "f").await),
+        ];
+        let n = results.len() as u32;
+        for (op, result) in results {
+            assert!(
+                matches!(result, Err(StoreError::Unavailable(_))),
+                "round {round}: {op} while Redis is down: {result:?}"
+            );
+        }
+        assert!(
+            started.elapsed() < STALL_BOUND * n,
+            "round {round}: {n} calls took {:?}",
+            started.elapsed()
+        );
+    }
+    // 50 concurrent callers: none waits much longer than one timeout.
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let cache = cache.clone();
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let result = cache.get(&format!("down-concurrent-{i}")).await;
+            (t.elapsed(), result)
+        }));
+    }
+    for task in tasks {
+        let (took, result) = task.await.expect("task");
+        assert!(
+            matches!(result, Err(StoreError::Unavailable(_))),
+            "{result:?}"
+        );
+        assert!(took < STALL_BOUND, "a concurrent call took {took:?}");
+    }
+    assert!(
+        started.elapsed() < STALL_BOUND * 2,
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Polls until a put/get round trip works; returns how long that took.
+async fn wait_until_working(cache: &RedisCache, within: Duration) -> Duration {
+    let started = Instant::now();
+    let key = cf::unique("cache-back");
+    loop {
+        let ok = cache.put(&key, b"back".to_vec(), None).await.is_ok()
+            && cache.get(&key).await.ok().flatten().as_deref() == Some(&b"back"[..]);
+        if ok {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "the cache did not work again within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_dies_and_comes_back() {
+    let Some(binary) = redis_server("redis_dies_and_comes_back") else {
+        return;
+    };
+    let port = free_port();
+    let server = PrivateRedis::start(&binary, port, &[], false);
+    let cache = Arc::new(
+        RedisCache::connect(&format!("redis://127.0.0.1:{port}"))
+            .await
+            .expect("connect"),
+    );
+    cache.put("k", b"v".to_vec(), None).await.expect("put");
+    cache
+        .hash_set("HASHKEY:PIPED:STATS", "piped-1", b"{}".to_vec())
+        .await
+        .expect("hash_set");
+    assert_eq!(
+        cache.get("k").await.expect("get").as_deref(),
+        Some(&b"v"[..])
+    );
+
+    server.kill();
+    assert_unavailable_quickly(&cache, 5).await;
+
+    // Back on the same address (empty: nothing was saved).
+    let _server = PrivateRedis::start(&binary, port, &[], false);
+    let took = wait_until_working(&cache, Duration::from_secs(20)).await;
+    eprintln!("redis_dies_and_comes_back: working again {took:?} after the restart");
+    assert_eq!(cache.get("k").await.expect("get"), None);
+    cf::cache_suite(cache.clone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_hangs_and_recovers() {
+    let Some(binary) = redis_server("redis_hangs_and_recovers") else {
+        return;
+    };
+    let port = free_port();
+    let server = PrivateRedis::start(&binary, port, &[], false);
+    let cache = Arc::new(
+        RedisCache::connect(&format!("redis://127.0.0.1:{port}"))
+            .await
+            .expect("connect"),
+    );
+    cache.put("k", b"v".to_vec(), None).await.expect("put");
+
+    // A frozen server: the TCP connection stays up but nothing answers.
+    server.signal("-STOP");
+    assert_unavailable_quickly(&cache, 2).await;
+    server.signal("-CONT");
+    let took = wait_until_working(&cache, Duration::from_secs(20)).await;
+    eprintln!("redis_hangs_and_recovers: working again {took:?} after SIGCONT");
+    assert_eq!(
+        cache.get("k").await.expect("get").as_deref(),
+        Some(&b"v"[..])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_down_at_startup_then_up() {
+    let Some(binary) = redis_server("redis_down_at_startup_then_up") else {
+        return;
+    };
+    let port = free_port();
+    let started = Instant::now();
+    let cache = Arc::new(
+        RedisCache::connect(&format!("redis://127.0.0.1:{port}"))
+            .await
+            .expect("connect succeeds even though nothing listens yet"),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_unavailable_quickly(&cache, 1).await;
+    let _server = PrivateRedis::start(&binary, port, &[], false);
+    let took = wait_until_working(&cache, Duration::from_secs(20)).await;
+    eprintln!("redis_down_at_startup_then_up: working {took:?} after the server started");
+}
+
+/// A connection that hangs for longer than `rebuild_after` is replaced, and the fresh one
+/// works once Redis answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_connection_is_replaced() {
+    let Some(binary) = redis_server("a_hung_connection_is_replaced") else {
+        return;
+    };
+    let port = free_port();
+    let server = PrivateRedis::start(&binary, port, &[], false);
+    let cache = Arc::new(
+        RedisCache::connect_with(RedisCacheOptions {
+            rebuild_after: Duration::from_millis(600),
+            ..RedisCacheOptions::new(format!("redis://127.0.0.1:{port}"))
+        })
+        .await
+        .expect("connect"),
+    );
+    cache.put("k", b"v".to_vec(), None).await.expect("put");
+    assert_eq!(cache.rebuilds(), 0);
+    server.signal("-STOP");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1500) {
+        let t = Instant::now();
+        let err = cache.get("k").await.expect_err("hung");
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(t.elapsed() < STALL_BOUND, "{:?}", t.elapsed());
+    }
+    assert!(cache.rebuilds() >= 1, "never rebuilt");
+    server.signal("-CONT");
+    let took = wait_until_working(&cache, Duration::from_secs(20)).await;
+    eprintln!(
+        "a_hung_connection_is_replaced: {} rebuild(s), working again {took:?} after SIGCONT",
+        cache.rebuilds()
+    );
+    assert_eq!(
+        cache.get("k").await.expect("get").as_deref(),
+        Some(&b"v"[..])
+    );
+}
+
+/// Runs `openssl` with `args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// ElastiCache-style: `rediss://` with an AUTH token, server certificate checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tls_with_auth_token() {
+    let Some(binary) = redis_server("tls_with_auth_token") else {
+        return;
+    };
+    if find_binary("openssl").is_none() {
+        missing(
+            "tls_with_auth_token",
+            "no openssl on PATH to make a test certificate",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=wisp-test-ca",
+        ],
+    );
+    openssl(
+        d,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
+    std::fs::write(
+        d.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write ext");
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "1",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    let token = "wisp-test-token-0123456789";
+    let port = free_port();
+    let path = |name: &str| d.join(name).display().to_string();
+    let _server = PrivateRedis::start(
+        &binary,
+        port,
+        &[
+            "--tls-cert-file".into(),
+            path("server.pem"),
+            "--tls-key-file".into(),
+            path("server.key"),
+            "--tls-ca-cert-file".into(),
+            path("ca.pem"),
+            "--tls-auth-clients".into(),
+            "no".into(),
+            "--requirepass".into(),
+            token.into(),
+        ],
+        true,
+    );
+    let ca = std::fs::read(d.join("ca.pem")).expect("read CA");
+    let url = format!("rediss://127.0.0.1:{port}");
+
+    // Token as a separate option.
+    let cache = RedisCache::connect_with(RedisCacheOptions {
+        auth_token: Some(token.into()),
+        ca_cert_pem: Some(ca.clone()),
+        ..RedisCacheOptions::new(&url)
+    })
+    .await
+    .expect("connect");
+    cache.ping().await.expect("TLS + AUTH ping");
+    cf::cache_suite(Arc::new(cache)).await;
+
+    // Token in the URL.
+    let cache = RedisCache::connect_with(RedisCacheOptions {
+        ca_cert_pem: Some(ca.clone()),
+        ..RedisCacheOptions::new(format!("rediss://:{token}@127.0.0.1:{port}"))
+    })
+    .await
+    .expect("connect");
+    cache.ping().await.expect("token in URL");
+
+    // A wrong token, or a server certificate nobody vouches for: unavailable, quickly,
+    // and the token never shows in the error.
+    for options in [
+        RedisCacheOptions {
+            auth_token: Some("wrong-token".into()),
+            ca_cert_pem: Some(ca.clone()),
+            ..RedisCacheOptions::new(&url)
+        },
+        RedisCacheOptions {
+            auth_token: Some(token.into()),
+            ..RedisCacheOptions::new(&url)
+        },
+    ] {
+        let cache = RedisCache::connect_with(options).await.expect("connect");
+        let started = Instant::now();
+        let err = cache.get("k").await.expect_err("must not work");
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(started.elapsed() < STALL_BOUND, "{:?}", started.elapsed());
+        let shown = err.to_string();
+        assert!(
+            !shown.contains(token) && !shown.contains("wrong-token"),
+            "{shown}"
+        );
+    }
+}

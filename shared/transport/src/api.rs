@@ -1,0 +1,90 @@
+//! APIService over gRPC: authenticate the `API-KEY`, note its use, call `ApiApi`, map
+//! errors.
+
+use std::sync::Arc;
+
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+use wisp_auth::{ApiKeyAuthSource, ApiKeyCaller, ApiKeyVerifier};
+use wisp_proto::apiservice::api_service_server::{ApiService, ApiServiceServer};
+use wisp_proto::apiservice::*;
+use wisp_services::api::ApiApi;
+
+use crate::status::{from_auth_error, from_service_error};
+
+/// Largest message pipectl may send or receive (stage logs can be long).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+pub struct ApiGrpc<S: ApiKeyAuthSource> {
+    api: Arc<ApiApi>,
+    verifier: Arc<ApiKeyVerifier<S>>,
+}
+
+impl<S: ApiKeyAuthSource + 'static> ApiGrpc<S> {
+    pub fn new(api: Arc<ApiApi>, verifier: Arc<ApiKeyVerifier<S>>) -> Self {
+        ApiGrpc { api, verifier }
+    }
+
+    /// The tonic service, ready to add to a router.
+    pub fn into_server(self) -> ApiServiceServer<Self> {
+        ApiServiceServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    async fn authenticate(&self, metadata: &MetadataMap) -> Result<ApiKeyCaller, Status> {
+        let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
+        let credential = wisp_auth::parse_api_key(header).map_err(from_auth_error)?;
+        let caller = self
+            .verifier
+            .verify(&credential)
+            .await
+            .map_err(from_auth_error)?;
+        self.api.record_key_use(&caller).await;
+        Ok(caller)
+    }
+}
+
+macro_rules! api_rpcs {
+    ($($method:ident($req:ty) -> $resp:ty;)*) => {
+        #[tonic::async_trait]
+        impl<S: ApiKeyAuthSource + 'static> ApiService for ApiGrpc<S> {
+            $(
+                async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
+                    let caller = self.authenticate(request.metadata()).await?;
+                    self.api
+                        .$method(&caller, request.into_inner())
+                        .await
+                        .map(Response::new)
+                        .map_err(from_service_error)
+                }
+            )*
+        }
+    };
+}
+
+api_rpcs! {
+    add_application(AddApplicationRequest) -> AddApplicationResponse;
+    sync_application(SyncApplicationRequest) -> SyncApplicationResponse;
+    get_application(GetApplicationRequest) -> GetApplicationResponse;
+    list_applications(ListApplicationsRequest) -> ListApplicationsResponse;
+    update_application(UpdateApplicationRequest) -> UpdateApplicationResponse;
+    delete_application(DeleteApplicationRequest) -> DeleteApplicationResponse;
+    enable_application(EnableApplicationRequest) -> EnableApplicationResponse;
+    disable_application(DisableApplicationRequest) -> DisableApplicationResponse;
+    rename_application_config_file(RenameApplicationConfigFileRequest) -> RenameApplicationConfigFileResponse;
+    update_application_deploy_targets(UpdateApplicationDeployTargetsRequest) -> UpdateApplicationDeployTargetsResponse;
+    get_deployment(GetDeploymentRequest) -> GetDeploymentResponse;
+    list_deployments(ListDeploymentsRequest) -> ListDeploymentsResponse;
+    get_command(GetCommandRequest) -> GetCommandResponse;
+    get_piped(GetPipedRequest) -> GetPipedResponse;
+    register_piped(RegisterPipedRequest) -> RegisterPipedResponse;
+    update_piped(UpdatePipedRequest) -> UpdatePipedResponse;
+    enable_piped(EnablePipedRequest) -> EnablePipedResponse;
+    disable_piped(DisablePipedRequest) -> DisablePipedResponse;
+    register_event(RegisterEventRequest) -> RegisterEventResponse;
+    request_plan_preview(RequestPlanPreviewRequest) -> RequestPlanPreviewResponse;
+    get_plan_preview_results(GetPlanPreviewResultsRequest) -> GetPlanPreviewResultsResponse;
+    encrypt(EncryptRequest) -> EncryptResponse;
+    list_stage_logs(ListStageLogsRequest) -> ListStageLogsResponse;
+}

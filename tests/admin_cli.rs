@@ -1,0 +1,252 @@
+//! The admin CLI as scripts use it: `--json` output, and mistakes (unknown project,
+//! duplicate names, bad labels) reported in one line with exit status 2.
+
+mod support;
+
+use support::{CliOutput, QUICKSTART, Wisp, empty_data_dir, run_cli};
+
+/// A user mistake: exit status 2, nothing on stdout, one `error: ...` line on stderr that
+/// mentions `needle`.
+#[track_caller]
+fn assert_usage_error(out: &CliOutput, needle: &str) {
+    assert_eq!(out.code, 2, "expected exit status 2: {out:?}");
+    assert!(out.stdout.is_empty(), "nothing on stdout: {out:?}");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {out:?}");
+    assert!(lines[0].starts_with("error: "), "{out:?}");
+    assert!(
+        lines[0].contains(needle),
+        "stderr mentions {needle:?}: {out:?}"
+    );
+}
+
+fn app_add_args<'a>(project: &'a str, piped: &'a str, name: &'a str) -> Vec<&'a str> {
+    vec![
+        "application",
+        "add",
+        "--project",
+        project,
+        "--piped",
+        piped,
+        "--name",
+        name,
+        "--repo-id",
+        "examples",
+        "--path",
+        "apps/demo",
+        "--config-file",
+        "app.pipecd.yaml",
+    ]
+}
+
+#[test]
+fn project_list_shows_quickstart_after_serve_started_once() {
+    let dir = empty_data_dir();
+    let before = run_cli(dir.path(), &["project", "list", "--json"]);
+    assert_eq!(before.code, 0, "{before:?}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&before.stdout).expect("JSON"),
+        serde_json::json!([]),
+        "no project before the first serve"
+    );
+
+    // Start and stop a server on a directory: it leaves the quickstart project behind.
+    let mut wisp = Wisp::start();
+    let listed = wisp.cli_json(&["project", "list"]);
+    assert_eq!(
+        listed,
+        serde_json::json!([{"id": QUICKSTART, "desc": "Quickstart project", "source": "datastore"}])
+    );
+    let text = wisp.cli_ok(&["project", "list"]);
+    assert!(
+        text.lines()
+            .any(|l| l.split('\t').next() == Some(QUICKSTART)),
+        "{text:?}"
+    );
+    // Still there with no server running.
+    wisp.stop();
+    let after = wisp.cli(&["project", "list"]);
+    assert_eq!(after.code, 0, "{after:?}");
+    assert!(after.stdout.starts_with("quickstart\t"), "{after:?}");
+}
+
+#[test]
+fn unknown_project_is_a_usage_error() {
+    let wisp = Wisp::start();
+    let piped = wisp.add_piped(QUICKSTART, "known");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["piped", "add", "--project", "nosuch", "--name", "p"],
+        vec!["piped", "list", "--project", "nosuch"],
+        vec!["piped", "disable", "--project", "nosuch", &piped.id],
+        vec!["piped", "rotate-key", "--project", "nosuch", &piped.id],
+        vec!["application", "list", "--project", "nosuch"],
+        app_add_args("nosuch", &piped.id, "demo"),
+    ];
+    for args in cases {
+        let out = wisp.cli(&args);
+        assert_usage_error(&out, "nosuch");
+    }
+    // Nothing was created anywhere.
+    let pipeds = wisp.cli_json(&["piped", "list", "--project", QUICKSTART]);
+    assert_eq!(pipeds.as_array().map(Vec::len), Some(1));
+    assert_eq!(pipeds[0]["disabled"], false);
+    let apps = wisp.cli_json(&["application", "list", "--project", QUICKSTART]);
+    assert_eq!(apps, serde_json::json!([]));
+}
+
+#[test]
+fn unknown_piped_is_a_usage_error() {
+    let wisp = Wisp::start();
+    for args in [
+        vec!["piped", "disable", "--project", QUICKSTART, "no-such-piped"],
+        vec!["piped", "enable", "--project", QUICKSTART, "no-such-piped"],
+        vec![
+            "piped",
+            "rotate-key",
+            "--project",
+            QUICKSTART,
+            "no-such-piped",
+        ],
+        app_add_args(QUICKSTART, "no-such-piped", "demo"),
+    ] {
+        assert_usage_error(&wisp.cli(&args), "no-such-piped");
+    }
+}
+
+#[test]
+fn duplicate_piped_name_is_a_usage_error() {
+    let wisp = Wisp::start();
+    let first = wisp.add_piped(QUICKSTART, "dev");
+    let out = wisp.cli(&["piped", "add", "--project", QUICKSTART, "--name", "dev"]);
+    assert_usage_error(&out, "dev");
+    let pipeds = wisp.cli_json(&["piped", "list", "--project", QUICKSTART]);
+    assert_eq!(pipeds.as_array().map(Vec::len), Some(1), "{pipeds}");
+    assert_eq!(pipeds[0]["id"], first.id.as_str());
+
+    // The same name in another project is fine.
+    wisp.add_project("staging");
+    wisp.add_piped("staging", "dev");
+}
+
+#[test]
+fn duplicate_application_name_is_a_usage_error() {
+    let wisp = Wisp::start();
+    let piped = wisp.add_piped(QUICKSTART, "apps");
+    let other = wisp.add_piped(QUICKSTART, "more-apps");
+    let id = wisp.add_app(&piped, "demo", &[]);
+    // Unique per project, whichever piped would manage it.
+    for managing in [&piped, &other] {
+        let out = wisp.cli(&app_add_args(QUICKSTART, &managing.id, "demo"));
+        assert_usage_error(&out, "demo");
+    }
+    let apps = wisp.cli_json(&["application", "list", "--project", QUICKSTART]);
+    assert_eq!(apps.as_array().map(Vec::len), Some(1), "{apps}");
+    assert_eq!(apps[0]["id"], id.as_str());
+}
+
+#[test]
+fn bad_labels_and_deploy_targets_are_usage_errors() {
+    let wisp = Wisp::start();
+    let piped = wisp.add_piped(QUICKSTART, "labels");
+    for (flag, value) in [
+        ("--label", "nokey"),
+        ("--label", "=value"),
+        ("--label", "key="),
+        ("--deploy-target", "kubernetes"),
+        ("--deploy-target", "=local"),
+    ] {
+        let mut args = app_add_args(QUICKSTART, &piped.id, "labelled");
+        args.extend([flag, value]);
+        assert_usage_error(&wisp.cli(&args), value);
+    }
+    let apps = wisp.cli_json(&["application", "list", "--project", QUICKSTART]);
+    assert_eq!(apps, serde_json::json!([]), "nothing was created");
+}
+
+#[test]
+fn other_usage_errors() {
+    let wisp = Wisp::start();
+    assert_usage_error(&wisp.cli(&["project", "add", "bad id!"]), "bad id!");
+    assert_usage_error(&wisp.cli(&["project", "add", QUICKSTART]), QUICKSTART);
+    assert_usage_error(
+        &wisp.cli(&["piped", "add", "--project", QUICKSTART, "--name", "  "]),
+        "name",
+    );
+    // At most two keys per piped.
+    let piped = wisp.add_piped(QUICKSTART, "keys");
+    wisp.rotate_key(&piped);
+    assert_usage_error(
+        &wisp.cli(&["piped", "rotate-key", "--project", QUICKSTART, &piped.id]),
+        "delete-old-keys",
+    );
+}
+
+/// A failure that is not the user's mistake exits with status 1.
+#[test]
+fn unusable_data_dir_is_a_failure() {
+    let dir = empty_data_dir();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"").expect("create a file");
+    let out = run_cli(&file.join("data"), &["project", "list"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.starts_with("error: "), "{out:?}");
+}
+
+#[test]
+fn json_outputs_parse() {
+    let wisp = Wisp::start();
+
+    let project = wisp.cli_json(&["project", "add", "team-a", "--desc", "Team A"]);
+    assert_eq!(project["id"], "team-a");
+    assert!(!project["username"].as_str().unwrap_or_default().is_empty());
+    assert!(!project["password"].as_str().unwrap_or_default().is_empty());
+
+    let projects = wisp.cli_json(&["project", "list"]);
+    let ids: Vec<&str> = projects
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![QUICKSTART, "team-a"]);
+
+    let piped = wisp.add_piped("team-a", "builder");
+    assert!(!piped.id.is_empty() && !piped.key.is_empty());
+    let rotated = wisp.rotate_key(&piped);
+    assert_ne!(rotated.key, piped.key);
+
+    let app_id = wisp.add_app(&piped, "site", &[("env", "prod"), ("tier", "web")]);
+    let mut args = app_add_args("team-a", &piped.id, "multi");
+    args.extend(["--deploy-target", "kubernetes=cluster-1", "--json"]);
+    let multi = wisp.cli_ok(&args);
+    let multi: serde_json::Value = serde_json::from_str(multi.trim()).expect("JSON");
+    assert!(multi["id"].is_string(), "{multi}");
+
+    let pipeds = wisp.cli_json(&["piped", "list", "--project", "team-a"]);
+    assert_eq!(pipeds[0]["id"], piped.id.as_str());
+    assert_eq!(pipeds[0]["name"], "builder");
+    assert_eq!(pipeds[0]["keys"], 2);
+    assert_eq!(pipeds[0]["disabled"], false);
+
+    wisp.cli_ok(&["piped", "disable", "--project", "team-a", &piped.id]);
+    let pipeds = wisp.cli_json(&["piped", "list", "--project", "team-a"]);
+    assert_eq!(pipeds[0]["disabled"], true);
+
+    let apps = wisp.cli_json(&["application", "list", "--project", "team-a"]);
+    let site = apps
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|a| a["id"] == app_id.as_str())
+        .expect("the application is listed");
+    assert_eq!(site["name"], "site");
+    assert_eq!(site["piped_id"], piped.id.as_str());
+    assert_eq!(site["repo_id"], "examples");
+    assert_eq!(site["path"], "apps/site");
+    assert_eq!(site["config_filename"], "app.pipecd.yaml");
+    assert_eq!(
+        site["labels"],
+        serde_json::json!({"env": "prod", "tier": "web"})
+    );
+    assert_eq!(apps.as_array().map(Vec::len), Some(2));
+}

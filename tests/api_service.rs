@@ -9,120 +9,22 @@ use std::collections::{HashMap, HashSet};
 
 use tonic::{Code, Status};
 use wisp_proto::apiservice as api;
-use wisp_proto::model::{self, CommandStatus, EventStatus, command};
+use wisp_proto::model::{self, CommandStatus, command};
 use wisp_proto::pipedservice as ps;
 use wisp_services::api::hybrid;
 
-use support::api::{ApiClient, ApiKey, legacy_api_call};
+use support::api::{
+    ApiClient, ApiKey, REMOTE, Setup, legacy_api_call, registered_events_flow, setup_on,
+    sync_application_flow,
+};
 use support::fixtures::{self, now, string_map};
-use support::{Client, Piped, QUICKSTART, Via, Wisp, assert_status, ok};
+use support::{QUICKSTART, Via, Wisp, assert_status, ok};
 
-const OTHER: &str = "other";
-const REMOTE: &str = "https://github.com/pipe-cd/examples.git";
-const PUBLIC_PEM: &str = include_str!("../shared/services/tests/testdata/piped-public.pem");
 const PRIVATE_PEM: &str = include_str!("../shared/services/tests/testdata/piped-private.pem");
 
-/// A server with objects in project `quickstart` and keys of every kind.
-struct Setup {
-    wisp: Wisp,
-    rw: ApiKey,
-    ro: ApiKey,
-    disabled: ApiKey,
-    /// READ_WRITE, of project `other`.
-    foreign: ApiKey,
-    /// Reported repository `examples` (REMOTE at main) and a public key.
-    piped: Piped,
-    piped_client: Client,
-    /// For the piped updates (it ends disabled).
-    spare_piped: Piped,
-    /// Of `piped`, never changed by the matrix.
-    app: String,
-    /// For the application updates.
-    spare_app: String,
-    /// For DeleteApplication.
-    doomed_app: String,
-    /// A deployment of `app` with one stage that has logs.
-    deployment: String,
-    /// A SYNC_APPLICATION command of `app`.
-    command: String,
-}
-
-/// What `piped` reports when it starts: its repository and sealed-secret public key.
-async fn report_meta(client: &mut Client) {
-    ok(client
-        .report_piped_meta(ps::ReportPipedMetaRequest {
-            version: "v0.57.1".into(),
-            repositories: vec![model::ApplicationGitRepository {
-                id: "examples".into(),
-                remote: REMOTE.into(),
-                branch: "main".into(),
-            }],
-            secret_encryption: Some(model::piped::SecretEncryption {
-                r#type: "KEY_PAIR".into(),
-                public_key: PUBLIC_PEM.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .await);
-}
-
+/// The populated server every test here starts from.
 async fn setup() -> Setup {
-    let wisp = Wisp::start();
-    wisp.add_project(OTHER);
-    let rw = wisp.add_api_key(QUICKSTART, "ci", "READ_WRITE");
-    let ro = wisp.add_api_key(QUICKSTART, "viewer", "READ_ONLY");
-    let disabled = wisp.add_api_key(QUICKSTART, "old", "READ_WRITE");
-    wisp.cli_ok(&["api-key", "disable", "--project", QUICKSTART, &disabled.id]);
-    let foreign = wisp.add_api_key(OTHER, "theirs", "READ_WRITE");
-
-    let piped = wisp.add_piped(QUICKSTART, "dev");
-    let spare_piped = wisp.add_piped(QUICKSTART, "spare");
-    let mut piped_client = wisp.piped_client(Via::Grpc, &piped).await;
-    report_meta(&mut piped_client).await;
-    let app = wisp.add_app(&piped, "app", &[("env", "dev")]);
-    let spare_app = wisp.add_app(&piped, "spare", &[]);
-    let doomed_app = wisp.add_app(&piped, "doomed", &[]);
-
-    let mut dep = fixtures::deployment(&piped, "dep-1", &app, "app");
-    dep.stages = vec![fixtures::stage("s1", "K8S_SYNC", 0, &[])];
-    ok(piped_client
-        .create_deployment(ps::CreateDeploymentRequest {
-            deployment: Some(dep),
-        })
-        .await);
-    ok(piped_client
-        .report_stage_logs(ps::ReportStageLogsRequest {
-            deployment_id: "dep-1".into(),
-            stage_id: "s1".into(),
-            retried_count: 0,
-            blocks: vec![fixtures::log_block(1, "applying manifests")],
-        })
-        .await);
-
-    let mut client = wisp.api_key_client(Via::Grpc, &rw).await;
-    let command = ok(client
-        .sync_application(api::SyncApplicationRequest {
-            application_id: app.clone(),
-        })
-        .await)
-    .command_id;
-
-    Setup {
-        wisp,
-        rw,
-        ro,
-        disabled,
-        foreign,
-        piped,
-        piped_client,
-        spare_piped,
-        app,
-        spare_app,
-        doomed_app,
-        deployment: "dep-1".into(),
-        command,
-    }
+    setup_on(Wisp::start()).await
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -670,126 +572,12 @@ async fn cursors_across_pages() {
 
 #[tokio::test]
 async fn sync_application_reaches_the_piped_and_its_result_comes_back() {
-    let mut s = setup().await;
-    let mut rw = s.wisp.api_key_client(Via::Grpc, &s.rw).await;
-    let unhandled = ok(s
-        .piped_client
-        .list_unhandled_commands(ps::ListUnhandledCommandsRequest {})
-        .await)
-    .commands;
-    assert_eq!(unhandled.len(), 1);
-    let cmd = &unhandled[0];
-    assert_eq!(cmd.id, s.command);
-    assert_eq!(cmd.r#type, command::Type::SyncApplication as i32);
-    assert_eq!(cmd.application_id, s.app);
-    assert_eq!(cmd.commander, s.rw.id);
-
-    let before = ok(rw
-        .get_command(api::GetCommandRequest {
-            command_id: s.command.clone(),
-        })
-        .await)
-    .command
-    .expect("command");
-    assert_eq!(before.status, CommandStatus::CommandNotHandledYet as i32);
-
-    ok(s.piped_client
-        .report_command_handled(ps::ReportCommandHandledRequest {
-            command_id: s.command.clone(),
-            status: CommandStatus::CommandSucceeded as i32,
-            metadata: string_map(&[("DeploymentID", "dep-1")]),
-            handled_at: now(),
-            output: vec![],
-        })
-        .await);
-    let after = ok(rw
-        .get_command(api::GetCommandRequest {
-            command_id: s.command.clone(),
-        })
-        .await)
-    .command
-    .expect("command");
-    assert_eq!(after.status, CommandStatus::CommandSucceeded as i32);
-    assert_eq!(after.metadata["DeploymentID"], "dep-1");
-    let unhandled = ok(s
-        .piped_client
-        .list_unhandled_commands(ps::ListUnhandledCommandsRequest {})
-        .await);
-    assert!(unhandled.commands.is_empty());
-
-    // pipectl then follows the deployment and its logs.
-    let dep = ok(rw
-        .get_deployment(api::GetDeploymentRequest {
-            deployment_id: after.metadata["DeploymentID"].clone(),
-        })
-        .await)
-    .deployment
-    .expect("deployment");
-    assert_eq!(dep.application_id, s.app);
-    let logs = ok(rw
-        .list_stage_logs(api::ListStageLogsRequest {
-            deployment_id: dep.id,
-        })
-        .await)
-    .stage_logs;
-    assert_eq!(logs["s1"].blocks[0].log, "applying manifests");
+    sync_application_flow(&mut setup().await).await;
 }
 
 #[tokio::test]
 async fn registered_events_reach_the_piped() {
-    let mut s = setup().await;
-    let mut rw = s.wisp.api_key_client(Via::Grpc, &s.rw).await;
-    let labels = string_map(&[("app", "helloworld")]);
-    let event_id = ok(rw
-        .register_event(api::RegisterEventRequest {
-            name: "image-update".into(),
-            data: "ghcr.io/pipe-cd/helloworld:v0.2.0".into(),
-            labels: labels.clone(),
-            commit_hash: "0123abc".into(),
-            commit_url: "https://github.com/pipe-cd/examples/commit/0123abc".into(),
-            ..Default::default()
-        })
-        .await)
-    .event_id;
-    let latest = ok(s
-        .piped_client
-        .get_latest_event(ps::GetLatestEventRequest {
-            name: "image-update".into(),
-            labels: labels.clone(),
-        })
-        .await)
-    .event
-    .expect("event");
-    assert_eq!(latest.id, event_id);
-    assert_eq!(latest.data, "ghcr.io/pipe-cd/helloworld:v0.2.0");
-    assert_eq!(latest.status, EventStatus::EventNotHandled as i32);
-    assert_eq!(latest.trigger_commit_hash, "0123abc");
-    let events = ok(s
-        .piped_client
-        .list_events(ps::ListEventsRequest::default())
-        .await)
-    .events;
-    assert_eq!(events.len(), 1);
-    // Another project's event of the same name is not this piped's.
-    let mut foreign = s.wisp.api_key_client(Via::Grpc, &s.foreign).await;
-    ok(foreign
-        .register_event(api::RegisterEventRequest {
-            name: "image-update".into(),
-            data: "theirs".into(),
-            labels: labels.clone(),
-            ..Default::default()
-        })
-        .await);
-    let latest = ok(s
-        .piped_client
-        .get_latest_event(ps::GetLatestEventRequest {
-            name: "image-update".into(),
-            labels,
-        })
-        .await)
-    .event
-    .expect("event");
-    assert_eq!(latest.id, event_id);
+    registered_events_flow(&mut setup().await).await;
 }
 
 #[tokio::test]

@@ -1,5 +1,8 @@
 //! Command-line surface. Scripts depend on these exact forms (see README).
 
+mod aws;
+mod bridge;
+mod migrate;
 mod serve;
 
 use std::net::SocketAddr;
@@ -39,6 +42,14 @@ pub enum Command {
     /// Create, list and disable API keys (for pipectl).
     #[command(subcommand)]
     ApiKey(ApiKeyCommand),
+    /// Sidecar for an upstream piped or pipectl: native gRPC (h2c) on loopback in,
+    /// gRPC-web over HTTPS to the control plane out.
+    Bridge(bridge::BridgeArgs),
+    /// Copy every record and object from the stores of one config to those of another.
+    Migrate(migrate::MigrateArgs),
+    /// Set up the AWS stores a config names (DynamoDB table, S3 bucket).
+    #[command(subcommand)]
+    Aws(aws::AwsCommand),
 }
 
 #[derive(Debug, Args)]
@@ -49,8 +60,12 @@ pub struct ServeArgs {
     #[arg(long, env = "WISP_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
     /// Encryption key file (at least 32 bytes); used to sign console sessions.
-    #[arg(long, env = "WISP_ENCRYPTION_KEY_FILE")]
+    #[arg(long, env = "WISP_ENCRYPTION_KEY_FILE", conflicts_with = "encryption_key_secret")]
     pub encryption_key_file: Option<PathBuf>,
+    /// Read the encryption key from this AWS Secrets Manager secret (name or ARN) instead
+    /// of a file: its value, as the file would hold it.
+    #[arg(long, env = "WISP_ENCRYPTION_KEY_SECRET", value_name = "NAME")]
+    pub encryption_key_secret: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -212,5 +227,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Piped(cmd) => admin::piped(cmd).await,
         Command::Application(cmd) => admin::application(cmd).await,
         Command::ApiKey(cmd) => admin::api_key(cmd).await,
+        Command::Bridge(args) => bridge::run(args).await,
+        Command::Migrate(args) => migrate::run(args).await,
+        Command::Aws(cmd) => aws::run(cmd).await,
     }
 }

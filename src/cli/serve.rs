@@ -16,13 +16,14 @@ use crate::cli::{CliError, ServeArgs};
 use crate::setup;
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+    // Read first so a bad key fails at start, not at the first console login.
+    let _encryption_key = setup::load_encryption_key(
+        args.encryption_key_file.as_deref(),
+        args.encryption_key_secret.as_deref(),
+    )
+    .await?;
     let opened = setup::open(&args.stores).await?;
     opened.ensure_quickstart_project().await?;
-    if let Some(path) = &args.encryption_key_file {
-        // Read now so a bad key fails at start, not at the first console login.
-        wisp_config::EncryptionKey::from_file(path)
-            .map_err(|e| CliError::Usage(format!("encryption key: {e}")))?;
-    }
 
     let verifier = Arc::new(wisp_auth::PipedVerifier::new(opened.key_source()));
     let web_base_url = opened.config.spec.address.clone().unwrap_or_default();

@@ -7,9 +7,12 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod aws;
+pub mod bridge;
 pub mod fixtures;
 pub mod scenarios;
 
+use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -39,13 +42,15 @@ pub const QUICKSTART: &str = "quickstart";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Environment variables of the CLI that would change what the tests run against.
-const WISP_ENV: [&str; 6] = [
+const WISP_ENV: [&str; 8] = [
     "WISP_CONFIG",
+    "WISP_CONFIG_SECRET",
     "WISP_DATA_DIR",
     "WISP_ADDR",
     "WISP_LOG",
     "WISP_LOG_JSON",
     "WISP_ENCRYPTION_KEY_FILE",
+    "WISP_ENCRYPTION_KEY_SECRET",
 ];
 
 fn wisp_command() -> Command {
@@ -53,6 +58,7 @@ fn wisp_command() -> Command {
     for var in WISP_ENV {
         cmd.env_remove(var);
     }
+    aws::child_env(&mut cmd);
     cmd
 }
 
@@ -71,6 +77,11 @@ impl Server {
     /// Starts `wisp serve --data-dir <data_dir> --addr 127.0.0.1:0` and waits for its
     /// `wisp listening on <addr>` line. Its log goes to `<data_dir>/serve.log`.
     pub fn start(data_dir: &Path) -> Server {
+        Self::start_with(data_dir, &[], &[])
+    }
+
+    /// [`Server::start`] with more arguments (e.g. `--config FILE`) and environment.
+    pub fn start_with(data_dir: &Path, args: &[OsString], env: &[(OsString, OsString)]) -> Server {
         let log = data_dir.join("serve.log");
         let stderr = OpenOptions::new()
             .create(true)
@@ -82,6 +93,8 @@ impl Server {
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -165,7 +178,11 @@ impl Drop for Server {
 /// directory is removed.
 pub struct Wisp {
     server: Option<Server>,
+    /// A `wisp bridge` in front of the server, started by the first [`Via::Bridge`] client.
+    bridge: std::sync::OnceLock<bridge::Bridge>,
     dir: TempDir,
+    /// AWS backends (a config file naming them) instead of the embedded stores.
+    aws: Option<aws::AwsBackend>,
 }
 
 /// A registered piped and the plaintext key the CLI printed for it.
@@ -190,11 +207,25 @@ impl Piped {
 
 impl Wisp {
     pub fn start() -> Wisp {
-        let dir = tempfile::tempdir().expect("create a data dir");
-        let server = Server::start(dir.path());
-        Wisp {
-            server: Some(server),
+        Self::launch(tempfile::tempdir().expect("create a data dir"), None)
+    }
+
+    /// Starts `wisp serve` on `dir`, with the stores `aws` names (embedded when `None`).
+    fn launch(dir: TempDir, aws: Option<aws::AwsBackend>) -> Wisp {
+        let mut wisp = Wisp {
+            server: None,
+            bridge: std::sync::OnceLock::new(),
             dir,
+            aws,
+        };
+        wisp.server = Some(wisp.start_server());
+        wisp
+    }
+
+    fn start_server(&self) -> Server {
+        match &self.aws {
+            None => Server::start(self.dir.path()),
+            Some(aws) => Server::start_with(self.dir.path(), &aws.serve_args(), &aws.env()),
         }
     }
 
@@ -210,6 +241,21 @@ impl Wisp {
         self.server().addr()
     }
 
+    /// The `wisp bridge` in front of this server (started on first use).
+    pub fn bridge(&self) -> &bridge::Bridge {
+        self.bridge.get_or_init(|| {
+            bridge::Bridge::start(&format!("http://{}", self.addr()), self.data_dir(), &[])
+        })
+    }
+
+    /// Where a client using `via` connects: the server, or its bridge.
+    fn endpoint(&self, via: Via) -> SocketAddr {
+        match via {
+            Via::Grpc | Via::GrpcWeb => self.addr(),
+            Via::Bridge => self.bridge().addr(),
+        }
+    }
+
     /// Stops the server with SIGTERM, waiting up to `limit`; returns its exit status
     /// (`None`: still running, then killed) and its log.
     pub async fn terminate(
@@ -217,25 +263,31 @@ impl Wisp {
         limit: Duration,
     ) -> (Option<std::process::ExitStatus>, String) {
         let mut server = self.server.take().expect("the server is running");
+        self.bridge = std::sync::OnceLock::new();
         let status = server.terminate(limit).await;
         (status, server.log_text())
     }
 
     /// Kills the server; the data directory stays (admin commands still work on it).
     pub fn stop(&mut self) {
+        self.bridge = std::sync::OnceLock::new();
         drop(self.server.take());
     }
 
     /// Kills the server (SIGKILL: nothing gets a chance to flush) and starts a new one on
     /// the same data directory. Clients of the old server must be rebuilt.
     pub fn restart(&mut self) {
+        self.bridge = std::sync::OnceLock::new();
         drop(self.server.take());
-        self.server = Some(Server::start(self.dir.path()));
+        self.server = Some(self.start_server());
     }
 
-    /// Runs an admin command against this data directory.
+    /// Runs an admin command against this data directory (and config, on AWS backends).
     pub fn cli(&self, args: &[&str]) -> CliOutput {
-        run_cli(self.data_dir(), args)
+        match &self.aws {
+            None => run_cli(self.data_dir(), args),
+            Some(aws) => run_cli_with(self.data_dir(), args, &aws.store_args(), &aws.env()),
+        }
     }
 
     /// Runs an admin command that must succeed; returns its stdout.
@@ -313,7 +365,7 @@ impl Wisp {
 
     /// A client that sends `authorization` (or no credentials at all).
     pub async fn client(&self, via: Via, authorization: Option<&str>) -> Client {
-        connect(self.addr(), via, authorization).await
+        connect(self.endpoint(via), via, authorization).await
     }
 
     /// A client authenticated as `piped`.
@@ -325,7 +377,7 @@ impl Wisp {
     /// (e.g. under the legacy `/pipe.api.service.*` path).
     pub async fn transport(&self, via: Via, authorization: Option<&str>) -> Authenticated {
         InterceptedService::new(
-            transport(self.addr(), via).await,
+            transport(self.endpoint(via), via).await,
             Authorization::new(authorization),
         )
     }
@@ -389,7 +441,10 @@ impl Wisp {
 
     /// A file of the embedded filestore (`<data-dir>/filestore/<path>`), if present.
     pub fn filestore_object(&self, path: &str) -> Option<String> {
-        std::fs::read_to_string(self.data_dir().join("filestore").join(path)).ok()
+        match &self.aws {
+            None => std::fs::read_to_string(self.data_dir().join("filestore").join(path)).ok(),
+            Some(aws) => aws.filestore_object(path),
+        }
     }
 }
 
@@ -424,10 +479,22 @@ pub struct CliOutput {
 
 /// Runs `wisp <args> --data-dir <data_dir>`.
 pub fn run_cli(data_dir: &Path, args: &[&str]) -> CliOutput {
+    run_cli_with(data_dir, args, &[], &[])
+}
+
+/// Runs `wisp <args> --data-dir <data_dir> <more...>` with extra environment.
+pub fn run_cli_with(
+    data_dir: &Path,
+    args: &[&str],
+    more: &[OsString],
+    env: &[(OsString, OsString)],
+) -> CliOutput {
     let out = wisp_command()
         .args(args)
         .arg("--data-dir")
         .arg(data_dir)
+        .args(more)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .output()
         .expect("run wisp");
@@ -454,6 +521,10 @@ pub enum Via {
     Grpc,
     /// gRPC-web over HTTP/1.1, as the console or `wisp bridge`.
     GrpcWeb,
+    /// Native gRPC to a `wisp bridge`, which forwards it as gRPC-web over HTTP/1.1: an
+    /// unmodified piped using the serverless deployment. (Given to [`connect`] with an
+    /// address, that address is the bridge's.)
+    Bridge,
 }
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -518,7 +589,7 @@ pub async fn connect(addr: SocketAddr, via: Via, authorization: Option<&str>) ->
 async fn transport(addr: SocketAddr, via: Via) -> Transport {
     let origin: http::Uri = format!("http://{addr}").parse().expect("a valid origin");
     match via {
-        Via::Grpc => {
+        Via::Grpc | Via::Bridge => {
             let channel = Channel::builder(origin)
                 .connect()
                 .await

@@ -1,5 +1,6 @@
-//! Scenarios that must hold over both transports (native gRPC and gRPC-web): each
-//! starts its own server and drives it as a piped would.
+//! Scenarios that must hold over both transports (native gRPC and gRPC-web) and on every
+//! store backend: `X(via)` starts its own server on the embedded stores, `X_on(&wisp, via)`
+//! drives a given one (e.g. [`Wisp::start_aws`]) as a piped would.
 
 use tonic::Code;
 use wisp_proto::model::{self, DeploymentStatus, StageStatus};
@@ -69,7 +70,10 @@ pub async fn call_every_rpc(client: &mut Client) -> Vec<(&'static str, Result<()
 /// Without credentials every one of the 36 RPCs is UNAUTHENTICATED, before its request is
 /// even validated (the empty requests here are mostly invalid).
 pub async fn every_rpc_requires_credentials(via: Via) {
-    let wisp = Wisp::start();
+    every_rpc_requires_credentials_on(&Wisp::start(), via).await;
+}
+
+pub async fn every_rpc_requires_credentials_on(wisp: &Wisp, via: Via) {
     let mut anonymous = wisp.client(via, None).await;
     let outcomes = call_every_rpc(&mut anonymous).await;
     assert_eq!(outcomes.len(), 36, "PipedService has 36 RPCs");
@@ -87,7 +91,10 @@ pub async fn every_rpc_requires_credentials(via: Via) {
 
 /// What a piped presents, and what the server must answer.
 pub async fn auth_cases(via: Via) {
-    let wisp = Wisp::start();
+    auth_cases_on(&Wisp::start(), via).await;
+}
+
+pub async fn auth_cases_on(wisp: &Wisp, via: Via) {
     wisp.add_project("other");
     let piped = wisp.add_piped(QUICKSTART, "auth");
     let app_id = wisp.add_app(&piped, "auth-app", &[]);
@@ -212,7 +219,10 @@ pub fn parse_stage_log(text: &str) -> (Vec<(i64, String)>, bool) {
 /// One deployment from trigger to completion, every step checked through the API a piped
 /// reads back from.
 pub async fn deployment_lifecycle(via: Via) {
-    let wisp = Wisp::start();
+    deployment_lifecycle_on(&Wisp::start(), via).await;
+}
+
+pub async fn deployment_lifecycle_on(wisp: &Wisp, via: Via) {
     let piped = wisp.add_piped(QUICKSTART, "lifecycle");
     let app_id = wisp.add_app(&piped, "canary", &[("env", "dev")]);
     let mut c = wisp.piped_client(via, &piped).await;
@@ -599,7 +609,10 @@ pub fn deployment_ids(deployments: &[model::Deployment]) -> Vec<String> {
 /// Messages beyond gRPC's default 4 MiB limit (live-state snapshots, plugin objects) go
 /// through both ways.
 pub async fn large_messages(via: Via) {
-    let wisp = Wisp::start();
+    large_messages_on(&Wisp::start(), via).await;
+}
+
+pub async fn large_messages_on(wisp: &Wisp, via: Via) {
     let piped = wisp.add_piped(QUICKSTART, "large");
     let app_id = wisp.add_app(&piped, "large-app", &[]);
     let mut c = wisp.piped_client(via, &piped).await;

@@ -1,9 +1,10 @@
 //! The two servers under load, both bound to 127.0.0.1:0 and served exactly as `wisp serve`
-//! serves (src/cli/serve.rs): tonic `Server` accepting HTTP/1 too, `EdgeLayer`, then
-//! `GrpcWebLayer`, over a `TcpIncoming` with TCP_NODELAY.
+//! serves (src/cli/serve.rs): tonic `Server` accepting HTTP/1 too, with its HTTP/2
+//! keepalive, `EdgeLayer`, then `GrpcWebLayer`, over a `TcpIncoming` with TCP_NODELAY.
 //!
 //! * [`start_wisp`]: the real PipedService (`PipedGrpc` over `PipedApi` and a
-//!   `PipedVerifier` on `StoreKeySource`) on the embedded stores in a temporary directory;
+//!   `PipedVerifier` on `StoreKeySource`), routed beside the APIService as `wisp serve`
+//!   routes it, on the embedded stores in a temporary directory;
 //! * [`start_noop`]: the same trait, answering ListUnhandledCommands and ReportStat with
 //!   empty responses at once (no auth, no store) and everything else `Unimplemented`.
 
@@ -15,20 +16,23 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tonic::service::Routes;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 use tonic_web::GrpcWebLayer;
-use wisp_auth::{CachePolicy, PipedToken, PipedVerifier};
+use wisp_auth::{ApiKeyVerifier, CachePolicy, PipedToken, PipedVerifier};
 use wisp_proto::model;
 use wisp_proto::pipedservice::piped_service_server::{PipedService, PipedServiceServer};
 use wisp_proto::pipedservice::*;
+use wisp_services::api::ApiApi;
 use wisp_services::auth_source::StoreKeySource;
 use wisp_services::piped::PipedApi;
 use wisp_store::collection::now_unix;
 use wisp_store::stores::Stores;
 use wisp_store_embedded::{LocalFilestore, MemoryCache, SqliteDatastore};
 use wisp_transport::EdgeLayer;
+use wisp_transport::api::ApiGrpc;
 use wisp_transport::piped::{MAX_MESSAGE_BYTES, PipedGrpc};
 
 pub const PROJECT_ID: &str = "bench";
@@ -50,9 +54,9 @@ impl RunningServer {
     }
 }
 
-/// Binds 127.0.0.1:0 and serves `service` the way `wisp serve` does. Must run on the
+/// Binds 127.0.0.1:0 and serves `routes` the way `wisp serve` does. Must run on the
 /// server runtime (the accept loop and every connection are spawned there).
-async fn serve<T: PipedService>(service: PipedServiceServer<T>) -> anyhow::Result<RunningServer> {
+async fn serve(routes: Routes) -> anyhow::Result<RunningServer> {
     let listener = TcpListener::bind(("127.0.0.1", 0))
         .await
         .context("bind 127.0.0.1:0")?;
@@ -62,9 +66,11 @@ async fn serve<T: PipedService>(service: PipedServiceServer<T>) -> anyhow::Resul
     let task = tokio::spawn(
         Server::builder()
             .accept_http1(true)
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .layer(EdgeLayer)
             .layer(GrpcWebLayer::new())
-            .add_service(service)
+            .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stop.await;
             }),
@@ -155,12 +161,18 @@ pub async fn start_wisp(
 
     // As src/cli/serve.rs: no config projects, the production cache policy.
     let source = StoreKeySource::new(stores.clone(), std::iter::empty::<String>());
+    let source_for_api_keys = source.clone();
     let verifier = Arc::new(match verified_ttl {
         None => PipedVerifier::new(source),
         Some(ttl) => PipedVerifier::with_policy(source, CachePolicy::default().verified_ttl(ttl)),
     });
-    let api = Arc::new(PipedApi::new(stores, String::new()));
-    let server = serve(PipedGrpc::new(api, verifier.clone()).into_server()).await?;
+    // Both services, as `wisp serve` routes them (only PipedService is under load).
+    let api_key_verifier = Arc::new(ApiKeyVerifier::new(source_for_api_keys));
+    let api_api = Arc::new(ApiApi::new(stores.clone(), String::new()));
+    let piped_api = Arc::new(PipedApi::new(stores, String::new()));
+    let routes = Routes::new(PipedGrpc::new(piped_api, verifier.clone()).into_server())
+        .add_service(ApiGrpc::new(api_api, api_key_verifier).into_server());
+    let server = serve(routes).await?;
     Ok(Wisp {
         server,
         verifier,
@@ -202,11 +214,11 @@ fn hash_all(keys: &[String]) -> anyhow::Result<Vec<String>> {
 
 /// Starts the no-op server.
 pub async fn start_noop() -> anyhow::Result<RunningServer> {
-    serve(
+    serve(Routes::new(
         PipedServiceServer::new(NoopPiped)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
-    )
+    ))
     .await
 }
 

@@ -1,6 +1,8 @@
 //! Wisp's control-plane configuration: upstream PipeCD's `control-plane-config.yaml`
-//! (plus Wisp's embedded `LOCAL` store types) and the encryption key file.
+//! (plus Wisp's store types: embedded `LOCAL`, `DYNAMODB`, and a `MEMORY`/`REDIS` cache)
+//! and the encryption key file.
 
+mod cache;
 mod duration;
 mod error;
 mod secret;
@@ -12,11 +14,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use cache::{CacheBackend, CacheConfig, CacheType, MemoryCacheConfig, RedisCacheConfig};
 pub use duration::{DurationParseError, GoDuration, format_go_duration, parse_go_duration};
 pub use error::ConfigError;
 pub use secret::{EncryptionKey, SecretString};
 pub use spec::{
-    CacheConfig, ControlPlaneSpec, DEFAULT_APPLICATION_INSIGHT_SCHEDULE, DEFAULT_CACHE_TTL,
+    ControlPlaneSpec, DEFAULT_APPLICATION_INSIGHT_SCHEDULE, DEFAULT_CACHE_TTL,
     DEFAULT_DEPLOYMENT_CHUNK_MAX_COUNT, DEFAULT_DEPLOYMENT_INSIGHT_SCHEDULE,
     InsightApplicationCollector, InsightCollectorConfig, InsightDeploymentCollector, ProjectConfig,
     StaticAdmin,
@@ -46,8 +49,8 @@ pub const DEFAULT_FILESTORE_DIR_NAME: &str = "filestore";
 /// `wisp serve` uses [`Config::default_embedded`]. Loading rejects unknown fields (the
 /// message names the field, line and column), a wrong `apiVersion`/`kind`, and
 /// inconsistent values. Upstream-only backends (`MYSQL`, `FIRESTORE`, `GCS`) and the
-/// planned ones (`DYNAMODB`, `S3`, `MINIO`) load fine; [`Config::ensure_supported`]
-/// is what refuses them before serving.
+/// planned `MINIO` load fine; [`Config::ensure_supported`] is what refuses them before
+/// serving.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Where it came from (file path or the name given to `from_yaml_str`); used to
@@ -169,9 +172,10 @@ impl Config {
     }
 
     /// Fails with [`ConfigError::Unsupported`] when the datastore or filestore type is one
-    /// Wisp cannot run (upstream's `MYSQL`, `FIRESTORE`, `GCS`) or not yet (`DYNAMODB`,
-    /// `S3`, `MINIO`). Call it before serving; tools that only read a configuration (e.g.
-    /// to migrate from it) need not.
+    /// Wisp cannot run (upstream's `MYSQL`, `FIRESTORE`, `GCS`) or not yet (`MINIO`).
+    /// Wisp runs `LOCAL` and `DYNAMODB` datastores, `LOCAL` and `S3` filestores, and
+    /// `MEMORY` and `REDIS` caches, in any combination. Call it before serving; tools that
+    /// only read a configuration (e.g. to migrate from it) need not.
     pub fn ensure_supported(&self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
         let datastore = self.spec.datastore.store_type();
@@ -179,11 +183,11 @@ impl Config {
             Support::Supported => {}
             Support::NotYet => problems.push(format!(
                 "datastore type {datastore} is not supported by Wisp yet (it is only parsed); \
-                 use `type: LOCAL` (embedded SQLite)"
+                 use `type: LOCAL` (embedded SQLite) or `type: DYNAMODB`"
             )),
             Support::Unsupported => problems.push(format!(
                 "datastore type {datastore} is an upstream PipeCD backend that Wisp does not \
-                 support; use `type: LOCAL` (embedded SQLite)"
+                 support; use `type: LOCAL` (embedded SQLite) or `type: DYNAMODB`"
             )),
         }
         let filestore = self.spec.filestore.store_type();
@@ -191,11 +195,12 @@ impl Config {
             Support::Supported => {}
             Support::NotYet => problems.push(format!(
                 "filestore type {filestore} is not supported by Wisp yet (it is only parsed); \
-                 use `type: LOCAL` (a local directory)"
+                 use `type: LOCAL` (a local directory) or `type: S3` (with `endpoint` for an \
+                 S3-compatible store)"
             )),
             Support::Unsupported => problems.push(format!(
                 "filestore type {filestore} is an upstream PipeCD backend that Wisp does not \
-                 support; use `type: LOCAL` (a local directory)"
+                 support; use `type: LOCAL` (a local directory) or `type: S3`"
             )),
         }
         if problems.is_empty() {
@@ -209,8 +214,9 @@ impl Config {
         }
     }
 
-    /// Makes relative paths of `LOCAL` stores absolute against `base_dir` (typically the
-    /// directory holding the configuration file). Unset paths stay unset.
+    /// Makes relative paths of `LOCAL` stores (and the Redis `authTokenFile`) absolute
+    /// against `base_dir` (typically the directory holding the configuration file). Unset
+    /// paths stay unset.
     pub fn resolve_relative_paths(&mut self, base_dir: &Path) {
         let resolve = |p: &mut Option<PathBuf>| {
             if let Some(path) = p.as_mut()
@@ -224,6 +230,9 @@ impl Config {
         }
         if let FilestoreConfig::Local(c) = &mut self.spec.filestore {
             resolve(&mut c.dir);
+        }
+        if let CacheBackend::Redis(c) = &mut self.spec.cache.backend {
+            c.resolve_relative_paths(base_dir);
         }
     }
 

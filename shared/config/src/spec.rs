@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::{DatastoreConfig, FilestoreConfig, GoDuration, SecretString, SharedSsoConfig};
+use crate::{
+    CacheConfig, DatastoreConfig, FilestoreConfig, GoDuration, SecretString, SharedSsoConfig,
+};
 
 /// Cache TTL when `cache.ttl` is unset or zero.
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(5 * 60);
@@ -90,6 +92,7 @@ impl ControlPlaneSpec {
         let mut out = Vec::new();
         self.datastore.problems(&mut out);
         self.filestore.problems(&mut out);
+        self.cache.problems(&mut out);
 
         let mut ids = HashSet::new();
         for (i, p) in self.projects.iter().enumerate() {
@@ -121,22 +124,6 @@ impl ControlPlaneSpec {
             s.problems(&at, &mut out);
         }
         out
-    }
-}
-
-/// `cache`. Wisp keeps an in-process cache; Redis settings will be added here.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct CacheConfig {
-    /// How long cached items stay fresh. Default (also when zero): 5m.
-    pub ttl: GoDuration,
-}
-
-impl Default for CacheConfig {
-    fn default() -> Self {
-        CacheConfig {
-            ttl: GoDuration(DEFAULT_CACHE_TTL),
-        }
     }
 }
 

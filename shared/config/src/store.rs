@@ -1,8 +1,9 @@
 //! `spec.datastore` and `spec.filestore`: a `type` plus a type-specific `config`.
 //!
 //! Upstream's types (`MYSQL`, `FIRESTORE`, `GCS`, `S3`, `MINIO`) all parse so that an
-//! upstream configuration loads; [`Support`] says which ones Wisp can actually run.
-//! Wisp adds `LOCAL` (alias `EMBEDDED`) for both, and `DYNAMODB` for the datastore.
+//! upstream configuration loads; [`Support`] says which ones Wisp can actually run
+//! (`LOCAL`, `DYNAMODB`, `S3`). Wisp adds `LOCAL` (alias `EMBEDDED`) for both, and
+//! `DYNAMODB` for the datastore.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -37,7 +38,7 @@ pub enum DatastoreType {
     /// Upstream's Cloud Firestore backend (not supported by Wisp).
     #[serde(rename = "FIRESTORE")]
     Firestore,
-    /// Amazon DynamoDB (planned; parsed only).
+    /// Amazon DynamoDB (one table; see `wisp-store-aws`).
     #[serde(rename = "DYNAMODB")]
     DynamoDb,
 }
@@ -55,8 +56,7 @@ impl DatastoreType {
 
     pub const fn support(self) -> Support {
         match self {
-            DatastoreType::Local => Support::Supported,
-            DatastoreType::DynamoDb => Support::NotYet,
+            DatastoreType::Local | DatastoreType::DynamoDb => Support::Supported,
             DatastoreType::MySql | DatastoreType::Firestore => Support::Unsupported,
         }
     }
@@ -111,10 +111,16 @@ impl DatastoreConfig {
                     out.push("datastore.config.path must not be empty when given".into());
                 }
             }
+            DatastoreConfig::DynamoDb(c) => {
+                if c.table.trim().is_empty() {
+                    out.push("datastore.config.table is required for type DYNAMODB".into());
+                }
+                if c.endpoint.as_deref().is_some_and(|e| e.trim().is_empty()) {
+                    out.push("datastore.config.endpoint must not be empty when given".into());
+                }
+            }
             // Parsed only: reported by `Config::ensure_supported`, not checked further.
-            DatastoreConfig::MySql(_)
-            | DatastoreConfig::Firestore(_)
-            | DatastoreConfig::DynamoDb(_) => {}
+            DatastoreConfig::MySql(_) | DatastoreConfig::Firestore(_) => {}
         }
     }
 }
@@ -165,15 +171,18 @@ pub struct FirestoreConfig {
     pub credentials_file: Option<PathBuf>,
 }
 
-/// Wisp's DynamoDB datastore config (parsed only; not implemented yet).
+/// Wisp's DynamoDB datastore config: one table holds every record kind (single-table
+/// design; `wisp aws init` creates it). Credentials come from the standard AWS chain
+/// (environment, profile, web identity, container or instance role).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct DynamoDbConfig {
-    /// The table holding every record kind.
+    /// The table holding every record kind (required).
     pub table: String,
+    /// AWS region; the environment's (`AWS_REGION`) when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
-    /// Endpoint override (DynamoDB Local, LocalStack).
+    /// Endpoint override (DynamoDB Local, LocalStack, moto).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
 }
@@ -190,7 +199,7 @@ pub enum FilestoreType {
     /// Google Cloud Storage (not supported by Wisp).
     #[serde(rename = "GCS")]
     Gcs,
-    /// Amazon S3 (planned; parsed only).
+    /// Amazon S3 (or an S3-compatible endpoint).
     #[serde(rename = "S3")]
     S3,
     /// MinIO (planned, through the S3 backend; parsed only).
@@ -211,8 +220,8 @@ impl FilestoreType {
 
     pub const fn support(self) -> Support {
         match self {
-            FilestoreType::Local => Support::Supported,
-            FilestoreType::S3 | FilestoreType::Minio => Support::NotYet,
+            FilestoreType::Local | FilestoreType::S3 => Support::Supported,
+            FilestoreType::Minio => Support::NotYet,
             FilestoreType::Gcs => Support::Unsupported,
         }
     }
@@ -268,6 +277,9 @@ impl FilestoreConfig {
             FilestoreConfig::S3(c) => {
                 if c.bucket.trim().is_empty() {
                     out.push("filestore.config.bucket is required for type S3".into());
+                }
+                if c.endpoint.as_deref().is_some_and(|e| e.trim().is_empty()) {
+                    out.push("filestore.config.endpoint must not be empty when given".into());
                 }
             }
             FilestoreConfig::Minio(c) => {
@@ -363,7 +375,7 @@ pub struct MinioConfig {
 // straight from the YAML, so errors inside it keep their exact line and column.
 
 /// A `{type, config}` pair: how to read `config` once the type is known.
-trait TaggedStore: Sized {
+pub(crate) trait TaggedStore: Sized {
     type Kind: for<'de> Deserialize<'de> + Copy;
     const EXPECTING: &'static str;
 
@@ -371,7 +383,7 @@ trait TaggedStore: Sized {
     fn read_config<'de, D: Deserializer<'de>>(kind: Self::Kind, d: D) -> Result<Self, D::Error>;
 }
 
-fn config_or_default<'de, T, D>(d: D) -> Result<T, D::Error>
+pub(crate) fn config_or_default<'de, T, D>(d: D) -> Result<T, D::Error>
 where
     T: Deserialize<'de> + Default,
     D: Deserializer<'de>,
@@ -414,7 +426,7 @@ enum TaggedField {
     Config,
 }
 
-struct ConfigSeed<T: TaggedStore>(T::Kind);
+pub(crate) struct ConfigSeed<T: TaggedStore>(pub(crate) T::Kind);
 
 impl<'de, T: TaggedStore> DeserializeSeed<'de> for ConfigSeed<T> {
     type Value = T;
@@ -538,7 +550,7 @@ mod tests {
                 endpoint: None,
             })
         );
-        assert_eq!(first.support(), Support::NotYet);
+        assert_eq!(first.support(), Support::Supported);
     }
 
     #[test]
@@ -590,7 +602,7 @@ config:
         assert_eq!(s3.role_arn.as_deref(), Some("arn:aws:iam::1:role/r"));
         assert_eq!(s3.prefix.as_deref(), Some("wisp/"));
         assert_eq!(s3.endpoint.as_deref(), Some("http://localhost:4566"));
-        assert_eq!(f.support(), Support::NotYet);
+        assert_eq!(f.support(), Support::Supported);
 
         // Round trip through the adjacently tagged serialization.
         let text = serde_norway::to_string(&f).expect("serialize");

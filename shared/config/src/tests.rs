@@ -268,6 +268,82 @@ fn embedded_types_and_path_resolution() {
 }
 
 #[test]
+fn aws_types_are_supported() {
+    let mut c = load("aws.yaml");
+    c.ensure_supported()
+        .expect("DYNAMODB, S3 and REDIS are supported");
+    assert_eq!(
+        c.spec.datastore,
+        DatastoreConfig::DynamoDb(DynamoDbConfig {
+            table: "wisp".into(),
+            region: Some("eu-west-1".into()),
+            endpoint: None,
+        })
+    );
+    let FilestoreConfig::S3(s3) = &c.spec.filestore else {
+        panic!("not S3: {:?}", c.spec.filestore)
+    };
+    assert_eq!(
+        (s3.bucket.as_str(), s3.prefix.as_deref()),
+        ("wisp-files", Some("prod/"))
+    );
+    assert_eq!(c.spec.cache.cache_type(), CacheType::Redis);
+    assert_eq!(c.spec.cache.ttl.as_std(), Duration::from_secs(300));
+    let redis = c.spec.cache.redis().expect("redis");
+    assert_eq!(
+        redis.url(),
+        "rediss://wisp.abc123.euw1.cache.amazonaws.com:6379"
+    );
+
+    // The token file is relative to the configuration file; nothing else moves.
+    c.resolve_relative_paths(Path::new("/etc/wisp"));
+    c.fill_local_defaults(Path::new("/var/lib/wisp"));
+    let redis = c.spec.cache.redis().expect("redis");
+    assert_eq!(
+        redis.auth_token_file.as_deref(),
+        Some(Path::new("/etc/wisp/secrets/redis-token"))
+    );
+    assert!(matches!(c.spec.datastore, DatastoreConfig::DynamoDb(_)));
+
+    // Any mix of embedded and AWS stores is fine.
+    let mixed = parse(&format!(
+        "{ENVELOPE}spec:
+  datastore: {{type: LOCAL}}
+  filestore: {{type: S3, config: {{bucket: b, endpoint: 'http://127.0.0.1:5000'}}}}
+  cache: {{type: REDIS, config: {{address: 'redis://127.0.0.1:6379'}}}}
+"
+    ))
+    .expect("mixed");
+    mixed.ensure_supported().expect("mixing is supported");
+
+    // Required and conflicting fields.
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:
+  datastore: {{type: DYNAMODB, config: {{region: eu-west-1}}}}
+  cache: {{type: REDIS, config: {{tls: true, authToken: t, authTokenFile: f}}}}
+"
+    ));
+    let ConfigError::Invalid { problems, .. } = &err else {
+        panic!("not a validation error: {err:?}")
+    };
+    assert_eq!(
+        problems,
+        &[
+            "datastore.config.table is required for type DYNAMODB",
+            "cache.config.address is required for type REDIS",
+            "cache.config: set authToken or authTokenFile, not both",
+        ],
+        "{err}"
+    );
+    // The AUTH token never shows in Debug output.
+    let c = parse(&format!(
+        "{ENVELOPE}spec:\n  cache: {{type: REDIS, config: {{address: h, authToken: tok-4242}}}}\n"
+    ))
+    .expect("inline token");
+    assert!(!format!("{c:?}").contains("tok-4242"));
+}
+
+#[test]
 fn default_embedded_config() {
     let c = Config::default_embedded("/var/lib/wisp");
     assert_eq!(
@@ -376,6 +452,18 @@ fn unknown_field_names_field_and_line() {
             7,
         ),
         ("spec:\n  cache:\n    tll: 5m\n", "tll", 5, 5),
+        (
+            "spec:\n  cache:\n    type: REDIS\n    config:\n      address: h\n      authtoken: x\n",
+            "authtoken",
+            8,
+            7,
+        ),
+        (
+            "spec:\n  datastore:\n    type: DYNAMODB\n    config:\n      table: t\n      tableName: x\n",
+            "tableName",
+            8,
+            7,
+        ),
         (
             "spec:\n  insightCollector:\n    deployment:\n      chunkMaxCnt: 3\n",
             "chunkMaxCnt",
@@ -603,6 +691,7 @@ fn yaml_round_trip() {
         "control-plane-config.yaml",
         "quickstart.yaml",
         "embedded.yaml",
+        "aws.yaml",
     ] {
         let c = load(name);
         let text = c.to_yaml_string().expect("serialize");

@@ -4,3 +4,4 @@
 pub mod s3;
 pub mod secrets;
 pub mod dynamodb;
+pub mod open;

@@ -1,9 +1,13 @@
 //! Embedded store backends for single-node Wisp: a SQLite `Datastore` in one file, a
 //! `Filestore` over a local directory, and a bounded in-process `Cache`.
+//!
+//! The in-process cache lives in `wisp-store` (`wisp_store::memory_cache`), so that the
+//! AWS backends can fall back on it without linking SQLite; it is re-exported here.
 
-pub mod cache;
 pub mod filestore;
 pub mod sqlite;
+
+pub use wisp_store::memory_cache as cache;
 
 pub use cache::MemoryCache;
 pub use filestore::LocalFilestore;

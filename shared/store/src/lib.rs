@@ -9,10 +9,13 @@ pub mod datastore;
 pub mod entities;
 pub mod error;
 pub mod filestore;
+pub mod memory_cache;
+pub mod migrate;
 
 // Domain stores built on the traits.
 pub mod analysis;
 pub mod commandoutput;
+pub mod insight;
 pub mod livestate;
 pub mod pipedstat;
 pub mod sharedobject;
@@ -26,4 +29,5 @@ pub use collection::{Collection, Entity, EntityPage, ListOptions};
 pub use datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Page, Query, Record};
 pub use error::StoreError;
 pub use filestore::{Filestore, ListPage, Object, ObjectAttrs, PutCondition};
+pub use memory_cache::MemoryCache;
 pub use stores::Stores;

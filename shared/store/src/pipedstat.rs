@@ -166,6 +166,28 @@ impl PipedStatStore {
         Ok(())
     }
 
+    /// Pipeds whose cached stat (upstream's Redis hash) was reported before `cutoff`
+    /// (unix seconds), or cannot be read. The datastore copies need no such sweep: they
+    /// carry `expires_at`, are invisible once it passes, and the backend drops them (the
+    /// DynamoDB TTL; `SqliteDatastore::purge_expired`). For the piped-stat cleanup job.
+    pub async fn stale_cached(&self, cutoff: i64) -> Result<Vec<String>> {
+        let all = self.cache.hash_get_all(PIPED_STATS_CACHE_KEY).await?;
+        let mut stale: Vec<String> = all
+            .into_iter()
+            .filter(|(_, raw)| decode_cached(raw).map_or(true, |stat| stat.timestamp < cutoff))
+            .map(|(piped_id, _)| piped_id)
+            .collect();
+        stale.sort();
+        Ok(stale)
+    }
+
+    /// Drops one piped's cached stat (the datastore copy stays until it expires).
+    pub async fn forget_cached(&self, piped_id: &str) -> Result<()> {
+        self.cache
+            .hash_delete(PIPED_STATS_CACHE_KEY, piped_id)
+            .await
+    }
+
     /// The latest known stat, `None` if the piped never reported (or its stat expired).
     /// A fresh cached stat is trusted; otherwise the datastore is read too and the newer
     /// of the two wins, so a stale or missing cache never turns a piped OFFLINE.

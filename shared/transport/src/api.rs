@@ -27,7 +27,9 @@ impl<S: ApiKeyAuthSource + 'static> ApiGrpc<S> {
 
     /// The tonic service, ready to add to a router.
     pub fn into_server(self) -> ApiServiceServer<Self> {
+        // `wisp bridge` gzips large requests (an ALB passes at most 1 MB to a Lambda).
         ApiServiceServer::new(self)
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }

@@ -26,7 +26,9 @@ impl<S: PipedKeySource + 'static> PipedGrpc<S> {
 
     /// The tonic service, ready to add to a router.
     pub fn into_server(self) -> PipedServiceServer<Self> {
+        // `wisp bridge` gzips large requests (an ALB passes at most 1 MB to a Lambda).
         PipedServiceServer::new(self)
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::cache::Cache;
+use crate::error::{Result, StoreError};
 use async_trait::async_trait;
-use wisp_store::cache::Cache;
-use wisp_store::error::{Result, StoreError};
 
 pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
 pub const DEFAULT_MAX_BYTES: usize = 64 * 1024 * 1024;

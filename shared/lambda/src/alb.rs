@@ -1,0 +1,323 @@
+//! ALB events in, ALB responses out, around any HTTP service (the gRPC stack, or the
+//! HTTP function's).
+//!
+//! lambda_http turns the ALB event into an `http::Request` (either header shape of the
+//! target group, base64 bodies decoded) and the `http::Response` back into the ALB's
+//! JSON. In between, [`AlbService`]:
+//! - answers the ALB's own health checks (`user-agent: ELB-HealthChecker/...`) with 200
+//!   whatever path the target group probes;
+//! - refuses a request body over the ALB's 1 MB, and a response whose JSON would exceed
+//!   it, with a status that says what to do — for gRPC a trailers-only
+//!   `RESOURCE_EXHAUSTED` (grpc-status in the headers, empty body), otherwise an HTTP
+//!   error — instead of the ALB's opaque 502;
+//! - collects the response body (gRPC-web carries its trailers in the body) and moves
+//!   HTTP trailers of a body-less response into its headers, since an ALB response has
+//!   no trailers.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use lambda_http::Body;
+use tower::Service;
+
+use crate::limits::{ALB_MAX_REQUEST_BODY, ALB_MAX_RESPONSE_JSON, response_json_len};
+
+/// The body the wrapped service receives.
+pub type RequestBody = Full<Bytes>;
+
+/// What the ALB's health checker sends as its user agent (`ELB-HealthChecker/2.0`).
+const HEALTH_CHECKER: &str = "ELB-HealthChecker/";
+
+/// Content types lambda_http sends as text (everything else goes base64).
+const TEXT_PREFIXES: [&str; 5] = [
+    "text",
+    "application/json",
+    "application/javascript",
+    "application/xml",
+    "application/yaml",
+];
+const TEXT_SUFFIXES: [&str; 3] = ["+xml", "+yaml", "+json"];
+
+/// Wraps `inner` (an HTTP service) for lambda_http behind an ALB.
+#[derive(Debug, Clone)]
+pub struct AlbService<S> {
+    inner: S,
+}
+
+impl<S> AlbService<S> {
+    pub fn new(inner: S) -> Self {
+        AlbService { inner }
+    }
+}
+
+impl<S, B> Service<lambda_http::Request> for AlbService<S>
+where
+    S: Service<http::Request<RequestBody>, Response = Response<B>, Error = Infallible>,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: lambda_http::Request) -> Self::Future {
+        if is_health_check(req.headers()) {
+            return Box::pin(std::future::ready(Ok(health_ok())));
+        }
+        let protocol = Protocol::of(req.headers());
+        let (parts, body) = req.into_parts();
+        let bytes = match body {
+            Body::Text(text) => Bytes::from(text),
+            Body::Binary(data) => Bytes::from(data),
+            _ => Bytes::new(),
+        };
+        if bytes.len() > ALB_MAX_REQUEST_BODY {
+            tracing::warn!(
+                path = parts.uri.path(),
+                bytes = bytes.len(),
+                "refused a request body over the load balancer's limit"
+            );
+            return Box::pin(std::future::ready(Ok(request_too_large(
+                &protocol,
+                bytes.len(),
+            ))));
+        }
+        let path = parts.uri.path().to_string();
+        let call = self
+            .inner
+            .call(http::Request::from_parts(parts, Full::new(bytes)));
+        Box::pin(async move {
+            let Ok(response) = call.await;
+            Ok(into_alb_response(response, &protocol, &path).await)
+        })
+    }
+}
+
+/// gRPC (content type `application/grpc…`, gRPC-web included) or anything else.
+#[derive(Debug, Clone)]
+enum Protocol {
+    /// The request's content type, echoed on errors we answer ourselves.
+    Grpc(HeaderValue),
+    Http,
+}
+
+impl Protocol {
+    fn of(headers: &HeaderMap) -> Protocol {
+        match headers.get(CONTENT_TYPE) {
+            Some(ct) if ct.as_bytes().starts_with(b"application/grpc") => {
+                Protocol::Grpc(ct.clone())
+            }
+            _ => Protocol::Http,
+        }
+    }
+}
+
+fn is_health_check(headers: &HeaderMap) -> bool {
+    headers
+        .get(USER_AGENT)
+        .is_some_and(|ua| ua.as_bytes().starts_with(HEALTH_CHECKER.as_bytes()))
+}
+
+fn health_ok() -> Response<Body> {
+    let mut response = Response::new(Body::Text("ok".into()));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Collects the body, checks the size, and picks the text or binary body lambda_http
+/// will send.
+async fn into_alb_response<B>(
+    response: Response<B>,
+    protocol: &Protocol,
+    path: &str,
+) -> Response<Body>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    let (mut parts, body) = response.into_parts();
+    let collected = match body.collect().await {
+        Ok(collected) => collected,
+        Err(e) => {
+            tracing::error!(path, error = %e, "the response body failed");
+            return failure(
+                protocol,
+                tonic::Status::internal("the response could not be produced"),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            );
+        }
+    };
+    let trailers = collected.trailers().cloned();
+    let bytes = collected.to_bytes();
+    if let Some(trailers) = trailers {
+        if bytes.is_empty() {
+            // A trailers-only gRPC response: the status belongs in the headers.
+            parts.headers.extend(trailers);
+        } else {
+            tracing::warn!(
+                path,
+                "dropped HTTP trailers: an ALB response cannot carry them"
+            );
+        }
+    }
+    let raw_len = bytes.len();
+    let mut body = lambda_body(&parts.headers, bytes);
+    let json_len = response_json_len(parts.status, &parts.headers, &mut body);
+    if json_len > ALB_MAX_RESPONSE_JSON {
+        tracing::warn!(
+            path,
+            bytes = raw_len,
+            encoded = json_len,
+            "refused a response over the load balancer's limit"
+        );
+        return response_too_large(protocol, raw_len, json_len);
+    }
+    Response::from_parts(parts, body)
+}
+
+/// The body lambda_http will send for these headers: text for textual content types
+/// (its rule), base64-encoded binary otherwise.
+fn lambda_body(headers: &HeaderMap, bytes: Bytes) -> Body {
+    if is_text(headers) {
+        Body::Text(String::from_utf8_lossy(&bytes).into_owned())
+    } else {
+        Body::Binary(bytes.to_vec())
+    }
+}
+
+/// lambda_http's rule for sending a body as text rather than base64.
+fn is_text(headers: &HeaderMap) -> bool {
+    if headers.contains_key(CONTENT_ENCODING) {
+        return false;
+    }
+    let Some(content_type) = headers.get(CONTENT_TYPE) else {
+        return true;
+    };
+    let content_type = content_type.to_str().unwrap_or_default();
+    if TEXT_PREFIXES.iter().any(|p| content_type.starts_with(p)) {
+        return true;
+    }
+    let mime = content_type.trim().split(';').next().unwrap_or_default();
+    if TEXT_SUFFIXES.iter().any(|s| mime.ends_with(s)) {
+        return true;
+    }
+    headers
+        .get("x-lambda-http-content-encoding")
+        .is_some_and(|v| v == "text")
+}
+
+fn request_too_large(protocol: &Protocol, bytes: usize) -> Response<Body> {
+    let message = format!(
+        "request body of {bytes} bytes exceeds the load balancer's 1 MB limit \
+         ({ALB_MAX_REQUEST_BODY} bytes) for Lambda targets; send less per call, or compress \
+         the request (grpc-encoding: gzip; wisp bridge does this for large requests)"
+    );
+    failure(
+        protocol,
+        tonic::Status::resource_exhausted(message),
+        StatusCode::PAYLOAD_TOO_LARGE,
+    )
+}
+
+fn response_too_large(protocol: &Protocol, bytes: usize, encoded: usize) -> Response<Body> {
+    let message = format!(
+        "response of {bytes} bytes ({encoded} bytes once encoded for the load balancer) \
+         exceeds the load balancer's 1 MB limit ({ALB_MAX_RESPONSE_JSON} bytes) for Lambda \
+         responses; request less per call (a smaller page or limit), or fetch the data in parts"
+    );
+    failure(
+        protocol,
+        tonic::Status::resource_exhausted(message),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    )
+}
+
+/// A trailers-only gRPC status for gRPC requests; `http_status` with the message as text
+/// otherwise.
+fn failure(protocol: &Protocol, status: tonic::Status, http_status: StatusCode) -> Response<Body> {
+    match protocol {
+        Protocol::Grpc(content_type) => {
+            let mut response = status.into_http::<Body>();
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, content_type.clone());
+            response.extensions_mut().clear();
+            response
+        }
+        Protocol::Http => {
+            let mut response = Response::new(Body::Text(format!("{}\n", status.message())));
+            *response.status_mut() = http_status;
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            response
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.insert(*k, HeaderValue::from_static(v));
+        }
+        map
+    }
+
+    #[test]
+    fn text_or_binary_like_lambda_http() {
+        assert!(is_text(&headers(&[])));
+        assert!(is_text(&headers(&[(
+            "content-type",
+            "text/plain; charset=utf-8"
+        )])));
+        assert!(is_text(&headers(&[("content-type", "application/json")])));
+        assert!(is_text(&headers(&[(
+            "content-type",
+            "application/problem+json; x=y"
+        )])));
+        assert!(!is_text(&headers(&[(
+            "content-type",
+            "application/grpc-web+proto"
+        )])));
+        assert!(!is_text(&headers(&[(
+            "content-type",
+            "application/grpc-web-text"
+        )])));
+        assert!(!is_text(&headers(&[
+            ("content-type", "text/html"),
+            ("content-encoding", "gzip")
+        ])));
+    }
+
+    #[test]
+    fn health_checks_are_recognised_by_user_agent() {
+        assert!(is_health_check(&headers(&[(
+            "user-agent",
+            "ELB-HealthChecker/2.0"
+        )])));
+        assert!(!is_health_check(&headers(&[(
+            "user-agent",
+            "grpc-go/1.60"
+        )])));
+        assert!(!is_health_check(&headers(&[])));
+    }
+}

@@ -1,0 +1,58 @@
+//! The service stacks the functions hand to `lambda_http::run`: the same layers as
+//! `wisp serve` — [`EdgeLayer`] (`/healthz`, legacy path aliases) over
+//! [`GrpcWebLayer`] over the tonic routes — inside the ALB adapter.
+
+use std::convert::Infallible;
+use std::future::Ready;
+use std::task::{Context, Poll};
+
+use http::{HeaderValue, Request, Response, StatusCode};
+use tonic::service::Routes;
+use tonic_web::{GrpcWebLayer, GrpcWebService};
+use tower::{Layer, Service};
+use wisp_transport::{EdgeLayer, EdgeService};
+
+use crate::alb::AlbService;
+
+/// The gRPC stack for one or more tonic services.
+pub type GrpcStack = AlbService<EdgeService<GrpcWebService<Routes>>>;
+
+/// The stack of the HTTP function: `/healthz` now; everything else is not found.
+pub type HttpStack = AlbService<EdgeService<NotFound>>;
+
+/// `routes` (e.g. `Routes::new(PipedGrpc::new(..).into_server())`) behind gRPC-web, the
+/// edge and the ALB adapter.
+pub fn grpc(routes: Routes) -> GrpcStack {
+    let web = GrpcWebLayer::new().layer(routes.prepare());
+    AlbService::new(EdgeLayer.layer(web))
+}
+
+/// The HTTP function's stack (console files and `/auth/*` come later).
+pub fn http() -> HttpStack {
+    AlbService::new(EdgeLayer.layer(NotFound))
+}
+
+/// Answers 404 to everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NotFound;
+
+impl<B> Service<Request<B>> for NotFound {
+    type Response = Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let body = format!("not found: {}\n", req.uri().path());
+        let mut response = Response::new(tonic::body::Body::new(body));
+        *response.status_mut() = StatusCode::NOT_FOUND;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        std::future::ready(Ok(response))
+    }
+}

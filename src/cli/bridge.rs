@@ -1,0 +1,158 @@
+//! `wisp bridge`: the sidecar beside an unmodified piped or pipectl. Native gRPC (h2c) in
+//! on loopback, gRPC-web over HTTPS out to the control plane's load balancer.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tokio::net::TcpListener;
+use wisp_bridge::{Bridge, Config, Upstream};
+
+use crate::cli::CliError;
+
+#[derive(Debug, Args)]
+pub struct BridgeArgs {
+    /// Address to accept native gRPC (HTTP/2 cleartext) on: point the piped's
+    /// `apiAddress` (or pipectl's `--address`) here, with `--insecure`.
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// The control plane: `https://HOST[:PORT]` (the load balancer), or `http://` for
+    /// local tests.
+    #[arg(long)]
+    pub upstream: String,
+    /// Deadline of a call whose client sets no shorter one (`30s`, `500ms`, `2m`).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Listen on a non-loopback address. The bridge accepts plaintext calls and passes
+    /// their credentials on: expose it only on a network you trust.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Trust the CA certificates in this PEM file instead of the system's.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// How long in-flight calls may take to finish after SIGTERM / Ctrl-C.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        return Err(CliError::Usage(format!(
+            "--listen {}: not a loopback address; the bridge is a sidecar that accepts \
+             plaintext calls and forwards their credentials (pass --allow-remote to listen \
+             there anyway)",
+            args.listen
+        )));
+    }
+    if args.timeout.is_zero() {
+        return Err(CliError::Usage("--timeout must be more than 0".into()));
+    }
+    let upstream: Upstream = args
+        .upstream
+        .parse()
+        .map_err(|e: wisp_bridge::ConfigError| CliError::Usage(e.to_string()))?;
+    let mut config = Config::new(upstream);
+    config.timeout = args.timeout;
+    config.ca_file = args.ca_file;
+    let bridge = Bridge::new(config).map_err(|e| CliError::Usage(e.to_string()))?;
+
+    let mut signals = Signals::install().context("install signal handlers")?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let local = listener.local_addr().context("listener address")?;
+    // Tests and scripts wait for this line to know the port (useful with :0).
+    println!("wisp bridge listening on {local}");
+    tracing::info!(
+        addr = %local,
+        upstream = %bridge.config().upstream,
+        timeout_s = args.timeout.as_secs_f64(),
+        "wisp bridge ready"
+    );
+    bridge
+        .serve(
+            listener,
+            async move {
+                signals.recv().await;
+                tracing::info!("shutting down: finishing in-flight calls");
+            },
+            SHUTDOWN_GRACE,
+        )
+        .await;
+    tracing::info!("wisp bridge stopped");
+    Ok(())
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a duration such as 30s, 500ms or 2m"))?;
+    let duration = match unit {
+        "" | "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m or h)")),
+    };
+    Ok(duration)
+}
+
+/// SIGTERM and Ctrl-C, registered before the ready line.
+struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        for bad in ["", "s", "5x", "-1s", "1.5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -27,19 +27,22 @@ usage() {
 
 # Prints the moto_server command to use, installing moto if needed.
 moto_bin() {
-  if [[ -x "$venv/bin/moto_server" ]]; then
+  if [[ -x "$venv/bin/moto_server" ]] && "$venv/bin/moto_server" --help >/dev/null 2>&1; then
     echo "$venv/bin/moto_server"
-    return
+    return 0
   fi
   # A pyenv shim can exist without moto behind it: check that it really runs.
   if command -v moto_server >/dev/null 2>&1 && moto_server --help >/dev/null 2>&1; then
     command -v moto_server
-    return
+    return 0
   fi
   echo "moto.sh: installing moto[server] into $venv" >&2
   mkdir -p "$cache"
-  python3 -m venv "$venv" >&2
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]' >&2
+  # A half-made venv (an interrupted install) is rebuilt from scratch.
+  rm -rf "$venv"
+  python3 -m venv "$venv" >&2 || return 1
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]' >&2 || return 1
+  "$venv/bin/moto_server" --help >/dev/null 2>&1 || return 1
   echo "$venv/bin/moto_server"
 }
 
@@ -58,7 +61,7 @@ start() {
     return
   fi
   local bin
-  bin=$(moto_bin)
+  bin=$(moto_bin) || { echo "moto.sh: cannot install or run moto_server" >&2; exit 1; }
   nohup "$bin" -H 127.0.0.1 -p "$port" >"$logfile" 2>&1 </dev/null &
   echo $! >"$pidfile"
   for _ in $(seq 1 150); do

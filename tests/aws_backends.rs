@@ -227,6 +227,12 @@ async fn pipeds_see_no_error_when_redis_stops() {
         stage_log_indexes(&s).await,
         (everything.clone(), everything.clone())
     );
+    // The server did notice (and so really ran without its cache).
+    let log = s.wisp.server().log_text();
+    assert!(
+        log.contains("cache get failed") || log.contains("cache hash get failed"),
+        "no cache failure in the server log:\n{log}"
+    );
     // Online status comes from the datastore when the cache is gone.
     assert_status(
         timed(

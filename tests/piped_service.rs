@@ -1622,13 +1622,15 @@ async fn invalid_shared_object_key_is_invalid_argument() {
         );
     }
     // Nested keys are fine, as upstream allows.
-    ok(c.put_application_shared_object(PutApplicationSharedObjectRequest {
-        application_id: app_id.clone(),
-        plugin_name: "kubernetes".into(),
-        key: "a/b".into(),
-        object: b"nested".to_vec(),
-    })
-    .await);
+    ok(
+        c.put_application_shared_object(PutApplicationSharedObjectRequest {
+            application_id: app_id.clone(),
+            plugin_name: "kubernetes".into(),
+            key: "a/b".into(),
+            object: b"nested".to_vec(),
+        })
+        .await,
+    );
     let got = ok(c
         .get_application_shared_object(GetApplicationSharedObjectRequest {
             application_id: app_id.clone(),

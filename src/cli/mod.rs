@@ -60,7 +60,11 @@ pub struct ServeArgs {
     #[arg(long, env = "WISP_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
     /// Encryption key file (at least 32 bytes); used to sign console sessions.
-    #[arg(long, env = "WISP_ENCRYPTION_KEY_FILE", conflicts_with = "encryption_key_secret")]
+    #[arg(
+        long,
+        env = "WISP_ENCRYPTION_KEY_FILE",
+        conflicts_with = "encryption_key_secret"
+    )]
     pub encryption_key_file: Option<PathBuf>,
     /// Read the encryption key from this AWS Secrets Manager secret (name or ARN) instead
     /// of a file: its value, as the file would hold it.

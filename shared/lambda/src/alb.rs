@@ -174,6 +174,22 @@ where
             );
         }
     }
+    // Failed calls answer trailers-only: their status is in the headers. (Successful
+    // calls are not logged: a piped polls every 5 seconds.)
+    if let Some(code) = parts.headers.get("grpc-status")
+        && code != "0"
+    {
+        tracing::info!(
+            path,
+            grpc_status = code.to_str().unwrap_or_default(),
+            grpc_message = parts
+                .headers
+                .get("grpc-message")
+                .and_then(|m| m.to_str().ok())
+                .unwrap_or_default(),
+            "call failed"
+        );
+    }
     let raw_len = bytes.len();
     let mut body = lambda_body(&parts.headers, bytes);
     let json_len = response_json_len(parts.status, &parts.headers, &mut body);

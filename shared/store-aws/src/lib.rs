@@ -1,7 +1,7 @@
 //! AWS store backends: the DynamoDB `Datastore`, the S3 `Filestore`, and loading the
 //! configuration and encryption key from Secrets Manager.
 
-pub mod s3;
-pub mod secrets;
 pub mod dynamodb;
 pub mod open;
+pub mod s3;
+pub mod secrets;

@@ -77,7 +77,10 @@ pub struct IndexKey {
 
 impl IndexKey {
     pub fn new(pk: impl Into<String>, sk: impl Into<String>) -> Self {
-        IndexKey { pk: pk.into(), sk: sk.into() }
+        IndexKey {
+            pk: pk.into(),
+            sk: sk.into(),
+        }
     }
 }
 

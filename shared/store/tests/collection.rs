@@ -21,7 +21,10 @@ fn deployment(id: &str, project: &str, piped: &str) -> model::Deployment {
         piped_id: piped.into(),
         project_id: project.into(),
         git_path: Some(model::ApplicationGitPath {
-            repo: Some(model::ApplicationGitRepository { id: "repo".into(), ..Default::default() }),
+            repo: Some(model::ApplicationGitRepository {
+                id: "repo".into(),
+                ..Default::default()
+            }),
             path: "apps/app".into(),
             ..Default::default()
         }),
@@ -45,7 +48,10 @@ fn deployment(id: &str, project: &str, piped: &str) -> model::Deployment {
 async fn fifty_concurrent_updaters_of_one_deployment_lose_no_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let deployments: Collection<model::Deployment> = Collection::new(datastore(&dir));
-    deployments.create(deployment("d-1", "p", "piped-1")).await.expect("create");
+    deployments
+        .create(deployment("d-1", "p", "piped-1"))
+        .await
+        .expect("create");
 
     let mut tasks = Vec::new();
     for i in 0..50 {
@@ -65,7 +71,10 @@ async fn fifty_concurrent_updaters_of_one_deployment_lose_no_write() {
     let stored = deployments.get("p", "d-1").await.expect("get");
     assert_eq!(stored.metadata.len(), 50, "every writer's key survives");
     for i in 0..50 {
-        assert_eq!(stored.metadata.get(&format!("writer-{i}")), Some(&i.to_string()));
+        assert_eq!(
+            stored.metadata.get(&format!("writer-{i}")),
+            Some(&i.to_string())
+        );
     }
 }
 
@@ -73,9 +82,15 @@ async fn fifty_concurrent_updaters_of_one_deployment_lose_no_write() {
 async fn get_and_update_are_scoped_by_project() {
     let dir = tempfile::tempdir().expect("tempdir");
     let deployments: Collection<model::Deployment> = Collection::new(datastore(&dir));
-    deployments.create(deployment("d-1", "p", "piped-1")).await.expect("create");
+    deployments
+        .create(deployment("d-1", "p", "piped-1"))
+        .await
+        .expect("create");
 
-    assert!(matches!(deployments.get("other", "d-1").await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        deployments.get("other", "d-1").await,
+        Err(StoreError::NotFound(_))
+    ));
     let res = deployments.update("other", "d-1", |d| {
         d.summary = "hijacked".into();
         Ok(())
@@ -90,16 +105,32 @@ async fn invalid_entity_is_refused_and_changes_nothing() {
     let deployments: Collection<model::Deployment> = Collection::new(datastore(&dir));
     let mut bad = deployment("d-1", "p", "piped-1");
     bad.application_id.clear();
-    assert!(matches!(deployments.create(bad).await, Err(StoreError::InvalidArgument(_))));
-    assert!(matches!(deployments.get("p", "d-1").await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        deployments.create(bad).await,
+        Err(StoreError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        deployments.get("p", "d-1").await,
+        Err(StoreError::NotFound(_))
+    ));
 
-    deployments.create(deployment("d-1", "p", "piped-1")).await.expect("create");
+    deployments
+        .create(deployment("d-1", "p", "piped-1"))
+        .await
+        .expect("create");
     let res = deployments.update("p", "d-1", |d| {
         d.application_id.clear();
         Ok(())
     });
     assert!(matches!(res.await, Err(StoreError::InvalidArgument(_))));
-    assert_eq!(deployments.get("p", "d-1").await.expect("get").application_id, "app-1");
+    assert_eq!(
+        deployments
+            .get("p", "d-1")
+            .await
+            .expect("get")
+            .application_id,
+        "app-1"
+    );
 }
 
 #[tokio::test]
@@ -108,7 +139,11 @@ async fn open_deployments_index_pages_with_filter_and_ends_with_empty_cursor() {
     let deployments: Collection<model::Deployment> = Collection::new(datastore(&dir));
     for i in 0..25 {
         let mut d = deployment(&format!("d-{i:02}"), "p", "piped-1");
-        d.summary = if i % 2 == 0 { "even".into() } else { "odd".into() };
+        d.summary = if i % 2 == 0 {
+            "even".into()
+        } else {
+            "odd".into()
+        };
         deployments.create(d).await.expect("create");
     }
     // A completed one leaves the sparse index; one of another piped never enters it.
@@ -119,14 +154,20 @@ async fn open_deployments_index_pages_with_filter_and_ends_with_empty_cursor() {
         })
         .await
         .expect("complete");
-    deployments.create(deployment("x-1", "p", "piped-2")).await.expect("create");
+    deployments
+        .create(deployment("x-1", "p", "piped-2"))
+        .await
+        .expect("create");
 
     let even = |d: &model::Deployment| d.summary == "even";
     let mut seen = Vec::new();
     let mut cursor = String::new();
     let mut pages = 0;
     loop {
-        let mut opts = ListOptions::new(slot::DEPLOYMENT_OPEN_BY_PIPED, pk::project_piped("p", "piped-1"));
+        let mut opts = ListOptions::new(
+            slot::DEPLOYMENT_OPEN_BY_PIPED,
+            pk::project_piped("p", "piped-1"),
+        );
         opts.limit = 4;
         opts.cursor = cursor.clone();
         opts.filter = Some(&even);

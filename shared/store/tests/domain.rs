@@ -670,8 +670,13 @@ async fn shared_objects() {
         );
     }
     // Nested keys are plain path segments, as upstream allows.
-    so.put("app", "p", "x/y", b"nested".to_vec()).await.expect("nested put");
-    assert_eq!(so.get("app", "p", "x/y").await.expect("nested get"), b"nested");
+    so.put("app", "p", "x/y", b"nested".to_vec())
+        .await
+        .expect("nested put");
+    assert_eq!(
+        so.get("app", "p", "x/y").await.expect("nested get"),
+        b"nested"
+    );
 }
 
 #[tokio::test]

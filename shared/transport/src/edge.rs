@@ -60,8 +60,10 @@ where
             let mut resp = Response::new(tonic::body::Body::new(String::from(body)));
             if !allowed {
                 *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-                resp.headers_mut()
-                    .insert(http::header::ALLOW, http::HeaderValue::from_static("GET, HEAD"));
+                resp.headers_mut().insert(
+                    http::header::ALLOW,
+                    http::HeaderValue::from_static("GET, HEAD"),
+                );
             }
             resp.headers_mut().insert(
                 http::header::CONTENT_TYPE,
@@ -88,12 +90,16 @@ mod tests {
 
     #[test]
     fn legacy_paths_are_rewritten() {
-        let uri: Uri = "/pipe.api.service.pipedservice.PipedService/ReportStat".parse().unwrap();
+        let uri: Uri = "/pipe.api.service.pipedservice.PipedService/ReportStat"
+            .parse()
+            .unwrap();
         assert_eq!(
             rewrite_legacy_path(&uri).as_deref(),
             Some("/grpc.service.pipedservice.PipedService/ReportStat")
         );
-        let uri: Uri = "/grpc.service.pipedservice.PipedService/ReportStat".parse().unwrap();
+        let uri: Uri = "/grpc.service.pipedservice.PipedService/ReportStat"
+            .parse()
+            .unwrap();
         assert_eq!(rewrite_legacy_path(&uri), None);
     }
 }

@@ -92,7 +92,10 @@ impl PipedApi {
             Err(StoreError::NotFound(_)) => Err(ServiceError::NotFound(
                 "the most recent analysis result is not found".into(),
             )),
-            Err(e) => Err(ServiceError::store(e, "get the most recent analysis result")),
+            Err(e) => Err(ServiceError::store(
+                e,
+                "get the most recent analysis result",
+            )),
         }
     }
 

@@ -384,3 +384,64 @@ pub async fn init(config: &Config) -> Result<Vec<InitStep>, OpenError> {
     }
     Ok(steps)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn config(spec: &str) -> Config {
+        Config::from_yaml_str(
+            &format!("apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n{spec}"),
+            "test.yaml",
+        )
+        .expect("config")
+    }
+
+    #[tokio::test]
+    async fn open_needs_the_aws_types() {
+        let embedded = Config::default_embedded("/tmp/unused");
+        let err = open_stores(&embedded).await.err().expect("refused");
+        assert!(matches!(err, OpenError::WrongTypes(_)), "{err:?}");
+        assert!(err.to_string().contains("DYNAMODB"), "{err}");
+
+        let upstream = config("  datastore: {type: MYSQL, config: {url: x}}\n");
+        let err = open_stores(&upstream).await.err().expect("refused");
+        assert!(matches!(err, OpenError::Config(_)), "{err:?}");
+
+        let err = init(&embedded).await.expect_err("nothing to create");
+        assert!(err.to_string().contains("nothing to create"), "{err}");
+        assert!(!err.is_transient());
+    }
+
+    #[tokio::test]
+    async fn memory_cache_by_default() {
+        let cache = open_cache(&CacheConfig::default()).await.expect("cache");
+        cache.put("k", b"v".to_vec(), None).await.expect("put");
+        assert_eq!(
+            cache.get("k").await.expect("get").as_deref(),
+            Some(&b"v"[..])
+        );
+    }
+
+    #[test]
+    fn redis_options_from_config() {
+        let dir = std::env::temp_dir().join(format!("wisp-open-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let token = dir.join("token");
+        std::fs::write(&token, "s3cret\n").expect("write");
+        let c = config(&format!(
+            "  cache:\n    type: REDIS\n    config:\n      address: cache.example:6379\n      tls: true\n      username: wisp\n      authTokenFile: {}\n      timeout: 100ms\n",
+            token.display()
+        ));
+        let redis = c.spec.cache.redis().expect("redis");
+        let options = redis_options(redis).expect("options");
+        assert_eq!(options.url, "rediss://cache.example:6379");
+        assert_eq!(options.auth_token.as_deref(), Some("s3cret"));
+        assert_eq!(options.username.as_deref(), Some("wisp"));
+        assert_eq!(options.timeout, Duration::from_millis(100));
+        assert!(!format!("{options:?}").contains("s3cret"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -59,6 +59,25 @@ pub struct Opened {
     pub config_projects: BTreeMap<String, ProjectConfig>,
 }
 
+impl Opened {
+    /// The config file's projects as the console sees them: read-only, static admin
+    /// only (the password hash stays server-side).
+    pub fn config_projects_as_model(&self) -> Vec<wisp_proto::model::Project> {
+        self.config_projects
+            .values()
+            .map(|p| wisp_proto::model::Project {
+                id: p.id.clone(),
+                desc: p.desc.clone(),
+                static_admin: Some(wisp_proto::model::ProjectStaticUser {
+                    username: p.static_admin.username.clone(),
+                    password_hash: p.static_admin.password_hash.expose().to_string(),
+                }),
+                ..Default::default()
+            })
+            .collect()
+    }
+}
+
 /// The configuration the flags name, with relative paths resolved and `LOCAL` paths
 /// defaulted under --data-dir; the second value is true for the built-in defaults.
 /// Store types are not checked here (see [`Config::ensure_supported`]).
@@ -109,6 +128,45 @@ pub async fn load_encryption_key(
         }
         (None, None) => Ok(None),
     }
+}
+
+/// File name, under --data-dir, of the key `wisp serve` makes when it is given none.
+pub const LOCAL_ENCRYPTION_KEY_FILE: &str = "encryption-key";
+
+/// The key kept in the data directory, created (random, owner-only) on first use.
+pub fn local_encryption_key(data_dir: &Path) -> Result<EncryptionKey, CliError> {
+    let path = data_dir.join(LOCAL_ENCRYPTION_KEY_FILE);
+    if !path.exists() {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            CliError::Failure(anyhow::anyhow!("create {}: {e}", data_dir.display()))
+        })?;
+        let key = wisp_auth::keys::generate_random_string(64);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        match options.open(&path) {
+            Ok(mut file) => {
+                use std::io::Write;
+                file.write_all(key.as_bytes()).map_err(|e| {
+                    CliError::Failure(anyhow::anyhow!("write {}: {e}", path.display()))
+                })?;
+            }
+            // Another process made it first: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(CliError::Failure(anyhow::anyhow!(
+                    "create {}: {e}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    EncryptionKey::from_file(&path)
+        .map_err(|e| CliError::Usage(format!("encryption key {}: {e}", path.display())))
 }
 
 /// A missing or malformed secret is the operator's to fix (exit 2); an unreachable or

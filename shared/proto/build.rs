@@ -6,7 +6,7 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let mut protos = Vec::new();
-    for dir in ["model", "pipedservice", "apiservice"] {
+    for dir in ["model", "pipedservice", "apiservice", "webservice"] {
         for entry in std::fs::read_dir(root.join(dir))? {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "proto") {

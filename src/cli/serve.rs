@@ -1,4 +1,4 @@
-//! `wisp serve`: PipedService and APIService over native gRPC (h2c) and gRPC-web on one
+//! `wisp serve`: PipedService, APIService and WebService over native gRPC (h2c) and gRPC-web on one
 //! port, plus `/healthz`, on the stores the config names.
 
 use std::sync::Arc;
@@ -11,19 +11,27 @@ use tonic_web::GrpcWebLayer;
 use wisp_transport::EdgeLayer;
 use wisp_transport::api::ApiGrpc;
 use wisp_transport::piped::PipedGrpc;
+use wisp_transport::web::WebGrpc;
 
 use crate::cli::{CliError, ServeArgs};
 use crate::setup;
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     // Read first so a bad key fails at start, not at the first console login.
-    let _encryption_key = setup::load_encryption_key(
+    let encryption_key = setup::load_encryption_key(
         args.encryption_key_file.as_deref(),
         args.encryption_key_secret.as_deref(),
     )
     .await?;
     let opened = setup::open(&args.stores).await?;
     opened.ensure_quickstart_project().await?;
+    let encryption_key = match encryption_key {
+        Some(key) => key,
+        // Without a key, sessions are signed with one kept beside the embedded data, so
+        // console logins survive a restart.
+        None => setup::local_encryption_key(&args.stores.data_dir)?,
+    };
+    let session_signer = wisp_auth::SessionSigner::new(encryption_key.bytes());
 
     let verifier = Arc::new(wisp_auth::PipedVerifier::new(opened.key_source()));
     let web_base_url = opened.config.spec.address.clone().unwrap_or_default();
@@ -35,6 +43,10 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let api_api = Arc::new(wisp_services::api::ApiApi::new(
         opened.stores.clone(),
         web_base_url,
+    ));
+    let web_api = Arc::new(wisp_services::web::WebApi::new(
+        opened.stores.clone(),
+        opened.config_projects_as_model(),
     ));
 
     // Listen for signals before announcing readiness: a SIGTERM sent right after the
@@ -60,6 +72,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .layer(GrpcWebLayer::new())
         .add_service(PipedGrpc::new(piped_api, verifier).into_server())
         .add_service(ApiGrpc::new(api_api, api_key_verifier).into_server())
+        .add_service(WebGrpc::new(web_api, session_signer).into_server())
         .serve_with_incoming_shutdown(incoming, async {
             let _ = stop_rx.await;
         });

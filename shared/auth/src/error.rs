@@ -96,6 +96,8 @@ pub enum Reason {
     ApiKeyMismatch {
         id: String,
     },
+    /// The session token (JWT) is malformed, badly signed, expired or not ours.
+    InvalidSessionToken(String),
 }
 
 impl fmt::Display for Reason {
@@ -138,6 +140,7 @@ impl fmt::Display for Reason {
             Reason::ApiKeyNotFound { id } => write!(f, "api key {id} was not found"),
             Reason::ApiKeyDisabled { id } => write!(f, "the api key {id} was already disabled"),
             Reason::ApiKeyMismatch { id } => write!(f, "invalid api key {id}"),
+            Reason::InvalidSessionToken(why) => write!(f, "invalid session token: {why}"),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod credentials;
 mod error;
+pub mod jwt;
 pub mod keys;
 mod ttl_cache;
 mod verifier;
@@ -16,6 +17,7 @@ pub use keys::{
     MAX_PIPED_KEYS, generate_api_key, generate_piped_key, hash_secret, hash_secret_with_cost,
     verify_secret,
 };
+pub use jwt::{SESSION_COOKIE, SessionSigner, WebCaller};
 pub use verifier::{
     ApiKeyAuthInfo, ApiKeyAuthSource, ApiKeyCaller, ApiKeyVerifier, CachePolicy,
     DEFAULT_CACHE_CAPACITY, PipedAuthInfo, PipedCaller, PipedKeySource, PipedVerifier,

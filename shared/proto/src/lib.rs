@@ -15,7 +15,10 @@ pub mod grpc {
         pub mod apiservice {
             tonic::include_proto!("grpc.service.apiservice");
         }
+        pub mod webservice {
+            tonic::include_proto!("grpc.service.webservice");
+        }
     }
 }
 
-pub use grpc::service::{apiservice, pipedservice};
+pub use grpc::service::{apiservice, pipedservice, webservice};

@@ -7,7 +7,9 @@ pub mod auth_source;
 pub mod error;
 #[cfg(feature = "piped")]
 pub mod piped;
-#[cfg(any(feature = "piped", feature = "api"))]
+#[cfg(any(feature = "piped", feature = "api", feature = "web"))]
 mod support;
+#[cfg(feature = "web")]
+pub mod web;
 
 pub use error::ServiceError;

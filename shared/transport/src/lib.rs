@@ -9,5 +9,7 @@ pub mod edge;
 #[cfg(feature = "piped")]
 pub mod piped;
 pub mod status;
+#[cfg(feature = "web")]
+pub mod web;
 
 pub use edge::{EdgeLayer, EdgeService};

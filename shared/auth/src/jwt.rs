@@ -1,0 +1,227 @@
+//! Console sessions: the `token` cookie is a JWT (HS256, issuer `PipeCD`) signed with the
+//! control plane's encryption key, in upstream's claim layout so that a token minted by
+//! either side reads the same.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{AuthError, Reason};
+
+/// The cookie that carries the session token.
+pub const SESSION_COOKIE: &str = "token";
+/// The `iss` claim upstream writes and checks.
+pub const ISSUER: &str = "PipeCD";
+/// How long a console session lasts (upstream's default token TTL).
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A signed-in console user: who, and which project roles the token grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebCaller {
+    /// The user name (static admin) or the SSO user's login.
+    pub subject: String,
+    pub avatar_url: String,
+    pub project_id: String,
+    /// Names of the project's RBAC roles (built-in `Admin`, `Editor`, `Viewer` or custom).
+    pub roles: Vec<String>,
+}
+
+/// `model.Role` as upstream's JWT carries it (protobuf JSON names).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct RoleClaim {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    project_id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    project_rbac_roles: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    sub: String,
+    iss: String,
+    iat: u64,
+    nbf: u64,
+    exp: u64,
+    #[serde(
+        rename = "avatarUrl",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    avatar_url: String,
+    #[serde(default)]
+    role: RoleClaim,
+}
+
+/// Signs and verifies session tokens with one HS256 key.
+#[derive(Clone)]
+pub struct SessionSigner {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for SessionSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key never reaches logs.
+        f.debug_struct("SessionSigner")
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionSigner {
+    /// `key` is the control plane's encryption key.
+    pub fn new(key: &[u8]) -> Self {
+        SessionSigner {
+            encoding: EncodingKey::from_secret(key),
+            decoding: DecodingKey::from_secret(key),
+            ttl: DEFAULT_SESSION_TTL,
+        }
+    }
+
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// A token for `caller`, valid from now for the signer's TTL.
+    pub fn sign(&self, caller: &WebCaller) -> Result<String, AuthError> {
+        self.sign_at(caller, now_secs())
+    }
+
+    fn sign_at(&self, caller: &WebCaller, now: u64) -> Result<String, AuthError> {
+        let claims = Claims {
+            sub: caller.subject.clone(),
+            iss: ISSUER.to_string(),
+            iat: now,
+            nbf: now,
+            exp: now + self.ttl.as_secs(),
+            avatar_url: caller.avatar_url.clone(),
+            role: RoleClaim {
+                project_id: caller.project_id.clone(),
+                project_rbac_roles: caller.roles.clone(),
+            },
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .map_err(|e| AuthError::Unavailable(format!("sign session token: {e}")))
+    }
+
+    /// The caller a token names, if it is ours (HS256, issuer `PipeCD`), unexpired and
+    /// names a project.
+    pub fn verify(&self, token: &str) -> Result<WebCaller, AuthError> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        validation.validate_nbf = true;
+        validation.leeway = 5;
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation)
+            .map_err(|e| Reason::InvalidSessionToken(e.kind_name()))?;
+        let claims = data.claims;
+        if claims.role.project_id.is_empty() {
+            return Err(Reason::InvalidSessionToken("no project in role claim".into()).into());
+        }
+        Ok(WebCaller {
+            subject: claims.sub,
+            avatar_url: claims.avatar_url,
+            project_id: claims.role.project_id,
+            roles: claims.role.project_rbac_roles,
+        })
+    }
+}
+
+trait KindName {
+    fn kind_name(&self) -> String;
+}
+
+impl KindName for jsonwebtoken::errors::Error {
+    fn kind_name(&self) -> String {
+        use jsonwebtoken::errors::ErrorKind;
+        match self.kind() {
+            ErrorKind::ExpiredSignature => "expired".into(),
+            ErrorKind::ImmatureSignature => "not yet valid".into(),
+            ErrorKind::InvalidSignature => "bad signature".into(),
+            ErrorKind::InvalidIssuer => "wrong issuer".into(),
+            ErrorKind::InvalidAlgorithm => "wrong algorithm".into(),
+            ErrorKind::MissingRequiredClaim(c) => format!("missing claim {c}"),
+            _ => "malformed".into(),
+        }
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller() -> WebCaller {
+        WebCaller {
+            subject: "alice".into(),
+            avatar_url: String::new(),
+            project_id: "p1".into(),
+            roles: vec!["Admin".into()],
+        }
+    }
+
+    #[test]
+    fn round_trip_keeps_the_caller() {
+        let signer = SessionSigner::new(b"0123456789abcdef0123456789abcdef");
+        let token = signer.sign(&caller()).expect("sign");
+        assert_eq!(signer.verify(&token).expect("verify"), caller());
+    }
+
+    #[test]
+    fn another_key_is_refused() {
+        let a = SessionSigner::new(b"key-a-key-a-key-a-key-a-key-a-ke");
+        let b = SessionSigner::new(b"key-b-key-b-key-b-key-b-key-b-ke");
+        let token = a.sign(&caller()).expect("sign");
+        assert!(matches!(
+            b.verify(&token),
+            Err(AuthError::Unauthenticated(Reason::InvalidSessionToken(_)))
+        ));
+    }
+
+    #[test]
+    fn an_expired_token_is_refused() {
+        let signer = SessionSigner::new(b"k").with_ttl(Duration::from_secs(60));
+        let token = signer.sign_at(&caller(), now_secs() - 3600).expect("sign");
+        let err = signer.verify(&token).expect_err("expired");
+        assert_eq!(
+            err.to_string(),
+            "unauthenticated: invalid session token: expired"
+        );
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        let signer = SessionSigner::new(b"k");
+        assert!(signer.verify("not.a.jwt").is_err());
+        assert!(signer.verify("").is_err());
+    }
+
+    #[test]
+    fn claims_use_upstream_names() {
+        let signer = SessionSigner::new(b"k");
+        let token = signer.sign(&caller()).expect("sign");
+        let payload = token.split('.').nth(1).expect("payload");
+        use base64::Engine;
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .expect("base64");
+        let v: serde_json::Value = serde_json::from_slice(&json).expect("json");
+        assert_eq!(v["iss"], "PipeCD");
+        assert_eq!(v["sub"], "alice");
+        assert_eq!(v["role"]["project_id"], "p1");
+        assert_eq!(v["role"]["project_rbac_roles"][0], "Admin");
+    }
+}

@@ -1,0 +1,122 @@
+//! WebService over gRPC and gRPC-web: read the `token` cookie, verify the session JWT,
+//! authorize the RPC (RBAC), call `WebApi`, map errors.
+
+use std::sync::Arc;
+
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+use wisp_auth::{SessionSigner, WebCaller};
+use wisp_proto::webservice::web_service_server::{WebService, WebServiceServer};
+use wisp_proto::webservice::*;
+use wisp_services::web::WebApi;
+
+use crate::status::{from_auth_error, from_service_error};
+
+/// Largest message the console may send or receive (live states and stage logs).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+pub struct WebGrpc {
+    web: Arc<WebApi>,
+    signer: SessionSigner,
+}
+
+impl WebGrpc {
+    pub fn new(web: Arc<WebApi>, signer: SessionSigner) -> Self {
+        WebGrpc { web, signer }
+    }
+
+    /// The tonic service, ready to add to a router.
+    pub fn into_server(self) -> WebServiceServer<Self> {
+        WebServiceServer::new(self)
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The signed-in user the request's `token` cookie names.
+    fn authenticate(&self, metadata: &MetadataMap) -> Result<WebCaller, Status> {
+        let cookies = metadata
+            .get_all("cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok());
+        let token = wisp_auth::parse_cookie_token(cookies).map_err(from_auth_error)?;
+        self.signer.verify(token.as_str()).map_err(from_auth_error)
+    }
+}
+
+macro_rules! web_rpcs {
+    ($($method:ident($name:literal, $req:ty) -> $resp:ty;)*) => {
+        #[tonic::async_trait]
+        impl WebService for WebGrpc {
+            $(
+                async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
+                    let caller = self.authenticate(request.metadata())?;
+                    let authorized = self
+                        .web
+                        .authorize(&caller, $name)
+                        .await
+                        .map_err(from_service_error)?;
+                    self.web
+                        .$method(&authorized, request.into_inner())
+                        .await
+                        .map(Response::new)
+                        .map_err(from_service_error)
+                }
+            )*
+        }
+    };
+}
+
+web_rpcs! {
+    register_piped("RegisterPiped", RegisterPipedRequest) -> RegisterPipedResponse;
+    update_piped("UpdatePiped", UpdatePipedRequest) -> UpdatePipedResponse;
+    recreate_piped_key("RecreatePipedKey", RecreatePipedKeyRequest) -> RecreatePipedKeyResponse;
+    delete_old_piped_keys("DeleteOldPipedKeys", DeleteOldPipedKeysRequest) -> DeleteOldPipedKeysResponse;
+    enable_piped("EnablePiped", EnablePipedRequest) -> EnablePipedResponse;
+    disable_piped("DisablePiped", DisablePipedRequest) -> DisablePipedResponse;
+    list_pipeds("ListPipeds", ListPipedsRequest) -> ListPipedsResponse;
+    get_piped("GetPiped", GetPipedRequest) -> GetPipedResponse;
+    update_piped_desired_version("UpdatePipedDesiredVersion", UpdatePipedDesiredVersionRequest) -> UpdatePipedDesiredVersionResponse;
+    restart_piped("RestartPiped", RestartPipedRequest) -> RestartPipedResponse;
+    list_released_versions("ListReleasedVersions", ListReleasedVersionsRequest) -> ListReleasedVersionsResponse;
+    list_deprecated_notes("ListDeprecatedNotes", ListDeprecatedNotesRequest) -> ListDeprecatedNotesResponse;
+    add_application("AddApplication", AddApplicationRequest) -> AddApplicationResponse;
+    update_application("UpdateApplication", UpdateApplicationRequest) -> UpdateApplicationResponse;
+    enable_application("EnableApplication", EnableApplicationRequest) -> EnableApplicationResponse;
+    disable_application("DisableApplication", DisableApplicationRequest) -> DisableApplicationResponse;
+    delete_application("DeleteApplication", DeleteApplicationRequest) -> DeleteApplicationResponse;
+    list_applications("ListApplications", ListApplicationsRequest) -> ListApplicationsResponse;
+    sync_application("SyncApplication", SyncApplicationRequest) -> SyncApplicationResponse;
+    get_application("GetApplication", GetApplicationRequest) -> GetApplicationResponse;
+    generate_application_sealed_secret("GenerateApplicationSealedSecret", GenerateApplicationSealedSecretRequest) -> GenerateApplicationSealedSecretResponse;
+    list_unregistered_applications("ListUnregisteredApplications", ListUnregisteredApplicationsRequest) -> ListUnregisteredApplicationsResponse;
+    list_deployments("ListDeployments", ListDeploymentsRequest) -> ListDeploymentsResponse;
+    get_deployment("GetDeployment", GetDeploymentRequest) -> GetDeploymentResponse;
+    get_stage_log("GetStageLog", GetStageLogRequest) -> GetStageLogResponse;
+    cancel_deployment("CancelDeployment", CancelDeploymentRequest) -> CancelDeploymentResponse;
+    skip_stage("SkipStage", SkipStageRequest) -> SkipStageResponse;
+    approve_stage("ApproveStage", ApproveStageRequest) -> ApproveStageResponse;
+    list_deployment_traces("ListDeploymentTraces", ListDeploymentTracesRequest) -> ListDeploymentTracesResponse;
+    get_application_live_state("GetApplicationLiveState", GetApplicationLiveStateRequest) -> GetApplicationLiveStateResponse;
+    get_project("GetProject", GetProjectRequest) -> GetProjectResponse;
+    update_project_static_admin("UpdateProjectStaticAdmin", UpdateProjectStaticAdminRequest) -> UpdateProjectStaticAdminResponse;
+    enable_static_admin("EnableStaticAdmin", EnableStaticAdminRequest) -> EnableStaticAdminResponse;
+    disable_static_admin("DisableStaticAdmin", DisableStaticAdminRequest) -> DisableStaticAdminResponse;
+    update_project_sso_config("UpdateProjectSSOConfig", UpdateProjectSsoConfigRequest) -> UpdateProjectSsoConfigResponse;
+    update_project_rbac_config("UpdateProjectRBACConfig", UpdateProjectRbacConfigRequest) -> UpdateProjectRbacConfigResponse;
+    get_me("GetMe", GetMeRequest) -> GetMeResponse;
+    add_project_rbac_role("AddProjectRBACRole", AddProjectRbacRoleRequest) -> AddProjectRbacRoleResponse;
+    update_project_rbac_role("UpdateProjectRBACRole", UpdateProjectRbacRoleRequest) -> UpdateProjectRbacRoleResponse;
+    delete_project_rbac_role("DeleteProjectRBACRole", DeleteProjectRbacRoleRequest) -> DeleteProjectRbacRoleResponse;
+    add_project_user_group("AddProjectUserGroup", AddProjectUserGroupRequest) -> AddProjectUserGroupResponse;
+    delete_project_user_group("DeleteProjectUserGroup", DeleteProjectUserGroupRequest) -> DeleteProjectUserGroupResponse;
+    get_command("GetCommand", GetCommandRequest) -> GetCommandResponse;
+    generate_api_key("GenerateAPIKey", GenerateApiKeyRequest) -> GenerateApiKeyResponse;
+    disable_api_key("DisableAPIKey", DisableApiKeyRequest) -> DisableApiKeyResponse;
+    list_api_keys("ListAPIKeys", ListApiKeysRequest) -> ListApiKeysResponse;
+    get_insight_data("GetInsightData", GetInsightDataRequest) -> GetInsightDataResponse;
+    get_insight_application_count("GetInsightApplicationCount", GetInsightApplicationCountRequest) -> GetInsightApplicationCountResponse;
+    list_deployment_chains("ListDeploymentChains", ListDeploymentChainsRequest) -> ListDeploymentChainsResponse;
+    get_deployment_chain("GetDeploymentChain", GetDeploymentChainRequest) -> GetDeploymentChainResponse;
+    list_events("ListEvents", ListEventsRequest) -> ListEventsResponse;
+}

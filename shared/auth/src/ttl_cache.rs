@@ -4,6 +4,10 @@
 //! `ttl` after it was made. Inserting into a full map first drops expired entries, then,
 //! if still full, the entry closest to expiry (the oldest). Inserts only follow a bcrypt
 //! (milliseconds), so the O(n) sweep on a full map is noise.
+//!
+//! Each entry lives a random 80–100 % of `ttl`: pipeds that were verified together (all
+//! of them, after a restart) then re-verify spread over a minute instead of all in the
+//! same second, which would queue every poll behind a burst of bcrypt.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -16,7 +20,18 @@ pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 struct Entry<V> {
     value: V,
+    inserted_at: Instant,
     expires_at: Instant,
+}
+
+/// A lifetime between 80 % and 100 % of `ttl`.
+fn jittered(ttl: Duration) -> Duration {
+    let spread = ttl / 5;
+    if spread.is_zero() {
+        return ttl;
+    }
+    let cut = rand::random_range(0..=spread.as_nanos().min(u64::MAX as u128) as u64);
+    ttl.saturating_sub(Duration::from_nanos(cut))
 }
 
 pub(crate) struct TtlCache<K, V> {
@@ -64,7 +79,7 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
             return;
         }
         let now = Instant::now();
-        let expires_at = now + self.ttl;
+        let expires_at = now + jittered(self.ttl);
         let mut map = self.lock();
         if map.len() >= self.capacity && !map.contains_key(&key) {
             map.retain(|_, e| e.expires_at > now);
@@ -72,14 +87,21 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
                 // Evict the oldest entry.
                 let oldest = map
                     .iter()
-                    .min_by_key(|(_, e)| e.expires_at)
+                    .min_by_key(|(_, e)| e.inserted_at)
                     .map(|(k, _)| k.clone());
                 if let Some(oldest) = oldest {
                     map.remove(&oldest);
                 }
             }
         }
-        map.insert(key, Entry { value, expires_at });
+        map.insert(
+            key,
+            Entry {
+                value,
+                inserted_at: now,
+                expires_at,
+            },
+        );
     }
 
     /// Drops every entry for which `drop` returns true.
@@ -109,6 +131,18 @@ mod tests {
         std::thread::sleep(Duration::from_millis(40));
         assert_eq!(c.get("a"), None);
         assert_eq!(c.len(), 0);
+    }
+
+    #[test]
+    fn lifetimes_spread_within_the_last_fifth_of_the_ttl() {
+        let ttl = Duration::from_secs(300);
+        let lifetimes: Vec<Duration> = (0..1000).map(|_| jittered(ttl)).collect();
+        assert!(lifetimes.iter().all(|l| *l <= ttl && *l >= ttl * 4 / 5));
+        let distinct: std::collections::HashSet<_> = lifetimes.iter().collect();
+        assert!(
+            distinct.len() > 100,
+            "lifetimes are not spread: {distinct:?}"
+        );
     }
 
     #[test]

@@ -10,9 +10,13 @@
 //! write is a short `BEGIN IMMEDIATE` transaction.
 //!
 //! rusqlite is blocking: every operation runs on the blocking thread pool
-//! (`spawn_blocking`) against a connection behind a `std::sync::Mutex`.
+//! (`spawn_blocking`). Writes share one connection behind a `std::sync::Mutex`; reads of
+//! a file database go to a small pool of read-only connections, which WAL lets run
+//! beside the writer, so a burst of polls does not queue behind one lock. Statements are
+//! prepared once per connection and cached.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -72,8 +76,19 @@ pub struct SqliteDatastore {
 
 struct Inner {
     conn: Mutex<Connection>,
+    /// Read-only connections (empty for an in-memory database, whose data no second
+    /// connection can see); reads then use `conn`.
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
     path: Option<PathBuf>,
 }
+
+/// Read connections per file database: enough to keep both cores of a small machine
+/// busy with reads while a write holds the writer.
+const READERS: usize = 4;
+
+/// Prepared statements kept per connection (the record paths use a dozen or so shapes).
+const STATEMENT_CACHE: usize = 64;
 
 impl std::fmt::Debug for SqliteDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -110,7 +125,34 @@ impl SqliteDatastore {
         // In WAL mode NORMAL never corrupts the file; a power cut may lose the last commits.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(map_err)?;
-        Self::init(conn, Some(path.to_path_buf()))
+        let mut datastore = Self::init(conn, Some(path.to_path_buf()))?;
+        // Opened after `init` has migrated the schema.
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            let reader = Connection::open_with_flags(
+                path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| {
+                StoreError::Unavailable(format!(
+                    "opening sqlite database {} for reading: {e}",
+                    path.display()
+                ))
+            })?;
+            reader.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
+            reader.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+            readers.push(Mutex::new(reader));
+        }
+        match Arc::get_mut(&mut datastore.inner) {
+            Some(inner) => inner.readers = readers,
+            None => {
+                return Err(StoreError::Internal(
+                    "sqlite handle shared during open".into(),
+                ));
+            }
+        }
+        Ok(datastore)
     }
 
     /// A private in-memory database, for tests of code built on the datastore.
@@ -121,9 +163,12 @@ impl SqliteDatastore {
 
     fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Self> {
         migrate(&mut conn)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(SqliteDatastore {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
+                readers: Vec::new(),
+                next_reader: AtomicUsize::new(0),
                 path,
             }),
         })
@@ -160,6 +205,34 @@ impl SqliteDatastore {
             // connection is still usable.
             let mut conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
             f(&mut conn)
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("sqlite task failed: {e}")))?
+    }
+
+    /// Runs the read-only `f` on a read connection (the writer for an in-memory
+    /// database) on the blocking pool: the first idle one, else the next in turn.
+    async fn run_read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        if self.inner.readers.is_empty() {
+            return self.run(move |conn| f(conn)).await;
+        }
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let n = inner.readers.len();
+            let start = inner.next_reader.fetch_add(1, Ordering::Relaxed);
+            for i in 0..n {
+                if let Ok(conn) = inner.readers[(start + i) % n].try_lock() {
+                    return f(&conn);
+                }
+            }
+            let conn = inner.readers[start % n]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            f(&conn)
         })
         .await
         .map_err(|e| StoreError::Internal(format!("sqlite task failed: {e}")))?
@@ -311,11 +384,11 @@ fn check_id(id: &str) -> Result<()> {
 
 /// The live version of `(kind, id)`, if any.
 fn live_version(conn: &Connection, kind: Kind, id: &str, now: i64) -> Result<Option<i64>> {
-    conn.query_row(
-        &format!("SELECT version FROM records WHERE kind = ? AND id = ? AND {LIVE}"),
-        rusqlite::params![kind.as_str(), id, now],
-        |row| row.get(0),
-    )
+    conn.prepare_cached(&format!(
+        "SELECT version FROM records WHERE kind = ? AND id = ? AND {LIVE}"
+    ))
+    .map_err(map_err)?
+    .query_row(rusqlite::params![kind.as_str(), id, now], |row| row.get(0))
     .optional()
     .map_err(map_err)
 }
@@ -421,15 +494,13 @@ impl Datastore for SqliteDatastore {
     async fn get(&self, kind: Kind, id: &str) -> Result<Record> {
         let id = id.to_string();
         let now = now_unix();
-        self.run(move |conn| {
+        self.run_read(move |conn| {
             let raw = conn
-                .query_row(
-                    &format!(
-                        "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND id = ? AND {LIVE}"
-                    ),
-                    rusqlite::params![kind.as_str(), id, now],
-                    read_row,
-                )
+                .prepare_cached(&format!(
+                    "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND id = ? AND {LIVE}"
+                ))
+                .map_err(map_err)?
+                .query_row(rusqlite::params![kind.as_str(), id, now], read_row)
                 .optional()
                 .map_err(map_err)?;
             match raw {
@@ -450,7 +521,7 @@ impl Datastore for SqliteDatastore {
             values.push(Value::Integer(now));
             // An expired record is absent: creating over it replaces it.
             let changed = conn
-                .execute(
+                .prepare_cached(
                     "INSERT INTO records (kind, id, project_id, data, i0_pk, i0_sk, i1_pk, i1_sk,
                                           i2_pk, i2_sk, expires_at, version)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1)
@@ -461,8 +532,9 @@ impl Datastore for SqliteDatastore {
                         i2_pk = excluded.i2_pk, i2_sk = excluded.i2_sk,
                         expires_at = excluded.expires_at, version = 1
                      WHERE records.expires_at IS NOT NULL AND records.expires_at <= ?12",
-                    params_from_iter(values),
                 )
+                .map_err(map_err)?
+                .execute(params_from_iter(values))
                 .map_err(map_err)?;
             if changed == 0 {
                 return Err(StoreError::AlreadyExists(format!("{kind} {id}")));
@@ -488,15 +560,14 @@ impl Datastore for SqliteDatastore {
                     values.push(Value::Text(id.clone()));
                     values.push(Value::Integer(expected));
                     values.push(Value::Integer(now));
-                    tx.execute(
-                        &format!(
-                            "UPDATE records SET project_id = ?, data = ?, i0_pk = ?, i0_sk = ?,
-                                i1_pk = ?, i1_sk = ?, i2_pk = ?, i2_sk = ?, expires_at = ?,
-                                version = version + 1
-                             WHERE kind = ? AND id = ? AND version = ? AND {LIVE}"
-                        ),
-                        params_from_iter(values),
-                    )
+                    tx.prepare_cached(&format!(
+                        "UPDATE records SET project_id = ?, data = ?, i0_pk = ?, i0_sk = ?,
+                            i1_pk = ?, i1_sk = ?, i2_pk = ?, i2_sk = ?, expires_at = ?,
+                            version = version + 1
+                         WHERE kind = ? AND id = ? AND version = ? AND {LIVE}"
+                    ))
+                    .map_err(map_err)?
+                    .execute(params_from_iter(values))
                     .map_err(map_err)?
                 }
                 Err(_) => 0,
@@ -518,16 +589,16 @@ impl Datastore for SqliteDatastore {
         let id = id.to_string();
         let now = now_unix();
         self.run(move |conn| {
-            let tx =
-                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(map_err)?;
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
             let changed = match i64::try_from(expected_version) {
                 Ok(expected) => tx
-                    .execute(
-                        &format!(
-                            "DELETE FROM records WHERE kind = ? AND id = ? AND version = ? AND {LIVE}"
-                        ),
-                        rusqlite::params![kind.as_str(), id, expected, now],
-                    )
+                    .prepare_cached(&format!(
+                        "DELETE FROM records WHERE kind = ? AND id = ? AND version = ? AND {LIVE}"
+                    ))
+                    .map_err(map_err)?
+                    .execute(rusqlite::params![kind.as_str(), id, expected, now])
                     .map_err(map_err)?,
                 Err(_) => 0,
             };
@@ -559,7 +630,7 @@ impl Datastore for SqliteDatastore {
 
         let (sql, values) = query_sql(query, after, now_unix(), page_size);
         let rows = self
-            .run(move |conn| {
+            .run_read(move |conn| {
                 let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
                 let rows = stmt
                     .query_map(params_from_iter(values), read_row)
@@ -600,7 +671,7 @@ impl Datastore for SqliteDatastore {
         };
         let (sql, values) = scan_sql(kind, after, now_unix(), page_size);
         let rows = self
-            .run(move |conn| {
+            .run_read(move |conn| {
                 let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
                 let rows = stmt
                     .query_map(params_from_iter(values), read_row)

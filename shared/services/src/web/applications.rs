@@ -1,89 +1,222 @@
-//! WebService: applications.
+//! WebService: applications (add, update, enable/disable/delete, list, sync, sealed
+//! secrets, unregistered ones, live state).
 
+use wisp_model::event::contains_labels;
+use wisp_proto::model::{self, command};
 use wisp_proto::webservice::*;
+use wisp_store::StoreError;
+use wisp_store::collection::ListOptions;
+use wisp_store::entities::slot;
 
-use super::{Authorized, WebApi};
+use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
+use crate::support::{new_id, update_checked};
 
 impl WebApi {
+    /// Adds an application on one of the project's pipeds, from a repository that piped
+    /// watches.
     pub async fn add_application(
         &self,
-        _caller: &Authorized,
-        _req: AddApplicationRequest,
+        caller: &Authorized,
+        req: AddApplicationRequest,
     ) -> Result<AddApplicationResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "AddApplication is not implemented yet".into(),
-        ))
+        required("name", &req.name)?;
+        required("piped_id", &req.piped_id)?;
+        let git_path = req.git_path.clone().unwrap_or_default();
+        let repo_id = git_path
+            .repo
+            .as_ref()
+            .map(|r| r.id.clone())
+            .unwrap_or_default();
+        required("git_path.repo.id", &repo_id)?;
+        let piped = self
+            .owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        let Some(repo) = piped.repositories.iter().find(|r| r.id == repo_id) else {
+            return Err(ServiceError::NotFound(format!(
+                "The requested repository {repo_id} was not found in piped {}",
+                piped.id
+            )));
+        };
+        let mut git_path = git_path;
+        git_path.repo = Some(repo.clone());
+        let app = model::Application {
+            id: new_id(),
+            name: req.name,
+            piped_id: piped.id.clone(),
+            project_id: caller.project_id().to_string(),
+            git_path: Some(git_path),
+            kind: req.kind,
+            platform_provider: req.platform_provider.clone(),
+            cloud_provider: req.platform_provider,
+            deploy_targets_by_plugin: req.deploy_targets_by_plugin,
+            description: req.description,
+            labels: req.labels,
+            ..Default::default()
+        };
+        let what = format!("add application {}", app.id);
+        let app = self
+            .stores
+            .applications
+            .create(app)
+            .await
+            .map_err(|e| ServiceError::store(e, &what))?;
+        Ok(AddApplicationResponse {
+            application_id: app.id,
+        })
     }
 
     pub async fn update_application(
         &self,
-        _caller: &Authorized,
-        _req: UpdateApplicationRequest,
+        caller: &Authorized,
+        req: UpdateApplicationRequest,
     ) -> Result<UpdateApplicationResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "UpdateApplication is not implemented yet".into(),
-        ))
+        required("application_id", &req.application_id)?;
+        required("piped_id", &req.piped_id)?;
+        // The new piped must be the caller's too.
+        self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        self.change_application(caller, &req.application_id, |app| {
+            if !req.name.is_empty() {
+                app.name = req.name.clone();
+            }
+            app.piped_id = req.piped_id.clone();
+            app.kind = req.kind;
+            app.platform_provider = req.platform_provider.clone();
+            app.deploy_targets_by_plugin = req.deploy_targets_by_plugin.clone();
+            if let Some(path) = app.git_path.as_mut() {
+                path.config_filename = req.config_filename.clone();
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(UpdateApplicationResponse {})
     }
 
     pub async fn enable_application(
         &self,
-        _caller: &Authorized,
-        _req: EnableApplicationRequest,
+        caller: &Authorized,
+        req: EnableApplicationRequest,
     ) -> Result<EnableApplicationResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "EnableApplication is not implemented yet".into(),
-        ))
+        self.set_application_disabled(caller, &req.application_id, false)
+            .await?;
+        Ok(EnableApplicationResponse {})
     }
 
     pub async fn disable_application(
         &self,
-        _caller: &Authorized,
-        _req: DisableApplicationRequest,
+        caller: &Authorized,
+        req: DisableApplicationRequest,
     ) -> Result<DisableApplicationResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "DisableApplication is not implemented yet".into(),
-        ))
+        self.set_application_disabled(caller, &req.application_id, true)
+            .await?;
+        Ok(DisableApplicationResponse {})
     }
 
+    /// Soft delete, as upstream: the application stays, deleted and disabled.
     pub async fn delete_application(
         &self,
-        _caller: &Authorized,
-        _req: DeleteApplicationRequest,
+        caller: &Authorized,
+        req: DeleteApplicationRequest,
     ) -> Result<DeleteApplicationResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "DeleteApplication is not implemented yet".into(),
-        ))
+        required("application_id", &req.application_id)?;
+        self.change_application(caller, &req.application_id, |app| {
+            app.deleted = true;
+            app.disabled = true;
+            Ok(())
+        })
+        .await?;
+        Ok(DeleteApplicationResponse {})
     }
 
+    /// The project's applications, most recently updated first. Filters as upstream's
+    /// console query; a request without `options` lists everything (upstream crashes).
+    ///
+    /// Deviation: every given kind and sync status is matched (upstream uses only the
+    /// first of each), and deleted applications are left out.
     pub async fn list_applications(
         &self,
-        _caller: &Authorized,
-        _req: ListApplicationsRequest,
+        caller: &Authorized,
+        req: ListApplicationsRequest,
     ) -> Result<ListApplicationsResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "ListApplications is not implemented yet".into(),
-        ))
+        let options = req.options.unwrap_or_default();
+        let matches = |a: &model::Application| {
+            let sync_status = a.sync_state.as_ref().map(|s| s.status).unwrap_or_default();
+            !a.deleted
+                && options.enabled.is_none_or(|e| a.disabled != e)
+                && (options.kinds.is_empty() || options.kinds.contains(&a.kind))
+                && (options.sync_statuses.is_empty()
+                    || options.sync_statuses.contains(&sync_status))
+                && (options.name.is_empty() || a.name == options.name)
+                && (options.piped_id.is_empty() || a.piped_id == options.piped_id)
+                && contains_labels(&a.labels, &options.labels)
+        };
+        let mut opts = ListOptions::new(
+            slot::APPLICATION_BY_PROJECT,
+            caller.project_id().to_string(),
+        );
+        opts.descending = true;
+        opts.filter = Some(&matches);
+        let page = self
+            .stores
+            .applications
+            .list(opts)
+            .await
+            .map_err(|e| ServiceError::store(e, "list applications"))?;
+        Ok(ListApplicationsResponse {
+            applications: page.items,
+        })
     }
 
+    /// Asks the application's piped to sync it now.
     pub async fn sync_application(
         &self,
-        _caller: &Authorized,
-        _req: SyncApplicationRequest,
+        caller: &Authorized,
+        req: SyncApplicationRequest,
     ) -> Result<SyncApplicationResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "SyncApplication is not implemented yet".into(),
-        ))
+        required("application_id", &req.application_id)?;
+        let app = self
+            .owned(
+                &self.stores.applications,
+                &req.application_id,
+                caller,
+                "application",
+            )
+            .await?;
+        let cmd = model::Command {
+            id: new_id(),
+            piped_id: app.piped_id.clone(),
+            application_id: app.id.clone(),
+            project_id: app.project_id.clone(),
+            commander: caller.subject().to_string(),
+            r#type: command::Type::SyncApplication as i32,
+            sync_application: Some(command::SyncApplication {
+                application_id: app.id,
+                sync_strategy: req.sync_strategy,
+            }),
+            ..Default::default()
+        };
+        let cmd = self.add_command(cmd).await?;
+        Ok(SyncApplicationResponse { command_id: cmd.id })
     }
 
     pub async fn get_application(
         &self,
-        _caller: &Authorized,
-        _req: GetApplicationRequest,
+        caller: &Authorized,
+        req: GetApplicationRequest,
     ) -> Result<GetApplicationResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "GetApplication is not implemented yet".into(),
-        ))
+        required("application_id", &req.application_id)?;
+        let app = self
+            .owned(
+                &self.stores.applications,
+                &req.application_id,
+                caller,
+                "application",
+            )
+            .await?;
+        Ok(GetApplicationResponse {
+            application: Some(app),
+        })
     }
 
     pub async fn generate_application_sealed_secret(
@@ -96,23 +229,94 @@ impl WebApi {
         ))
     }
 
+    /// Applications the project's pipeds found in their repositories but nobody added,
+    /// sorted by path.
     pub async fn list_unregistered_applications(
         &self,
-        _caller: &Authorized,
+        caller: &Authorized,
         _req: ListUnregisteredApplicationsRequest,
     ) -> Result<ListUnregisteredApplicationsResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "ListUnregisteredApplications is not implemented yet".into(),
-        ))
+        let mut applications = self
+            .stores
+            .unregistered_apps
+            .list(caller.project_id())
+            .await
+            .map_err(|e| ServiceError::store(e, "list unregistered applications"))?;
+        applications.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(ListUnregisteredApplicationsResponse { applications })
     }
 
+    /// The application's live state as its piped last reported it.
     pub async fn get_application_live_state(
         &self,
-        _caller: &Authorized,
-        _req: GetApplicationLiveStateRequest,
+        caller: &Authorized,
+        req: GetApplicationLiveStateRequest,
     ) -> Result<GetApplicationLiveStateResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "GetApplicationLiveState is not implemented yet".into(),
-        ))
+        required("application_id", &req.application_id)?;
+        let app = self
+            .owned(
+                &self.stores.applications,
+                &req.application_id,
+                caller,
+                "application",
+            )
+            .await?;
+        match self.stores.live_states.get(&app.id).await {
+            Ok(snapshot) => Ok(GetApplicationLiveStateResponse {
+                snapshot: Some(snapshot),
+            }),
+            Err(StoreError::NotFound(_)) => Err(ServiceError::NotFound(format!(
+                "Application live state of {} is not found",
+                app.id
+            ))),
+            Err(e) => Err(ServiceError::store(e, "get application live state")),
+        }
+    }
+
+    async fn set_application_disabled(
+        &self,
+        caller: &Authorized,
+        application_id: &str,
+        disabled: bool,
+    ) -> Result<(), ServiceError> {
+        required("application_id", application_id)?;
+        self.change_application(caller, application_id, |app| {
+            if app.deleted {
+                return Err(ServiceError::InvalidArgument(format!(
+                    "application {} is deleted",
+                    app.id
+                )));
+            }
+            app.disabled = disabled;
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn change_application<F>(
+        &self,
+        caller: &Authorized,
+        application_id: &str,
+        mutate: F,
+    ) -> Result<model::Application, ServiceError>
+    where
+        F: FnMut(&mut model::Application) -> Result<(), ServiceError> + Send,
+    {
+        self.owned(
+            &self.stores.applications,
+            application_id,
+            caller,
+            "application",
+        )
+        .await?;
+        update_checked(
+            &self.stores.applications,
+            caller.project_id(),
+            application_id,
+            &format!("update application {application_id}"),
+            mutate,
+        )
+        .await
     }
 }

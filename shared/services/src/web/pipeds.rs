@@ -1,128 +1,309 @@
-//! WebService: pipeds.
+//! WebService: pipeds (register, keys, enable/disable, list with status, restart, the
+//! desired version).
 
+use wisp_proto::model::{self, command, piped::ConnectionStatus};
 use wisp_proto::webservice::*;
+use wisp_store::collection::ListOptions;
+use wisp_store::entities::slot;
+use wisp_store::pipedstat::PipedStatStore;
 
-use super::{Authorized, WebApi};
+use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
+use crate::support::{hash_secret, new_id, now_unix, update_checked};
+
+/// What a stored key hash reads as in responses.
+const REDACTED: &str = "redacted";
+
+fn redact(mut piped: model::Piped) -> model::Piped {
+    for key in &mut piped.keys {
+        key.hash = REDACTED.into();
+    }
+    piped
+}
 
 impl WebApi {
+    /// Creates a piped with a fresh key; the key is returned this once, only its bcrypt
+    /// hash is kept.
     pub async fn register_piped(
         &self,
-        _caller: &Authorized,
-        _req: RegisterPipedRequest,
+        caller: &Authorized,
+        req: RegisterPipedRequest,
     ) -> Result<RegisterPipedResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "RegisterPiped is not implemented yet".into(),
-        ))
+        required("name", &req.name)?;
+        let key = wisp_auth::generate_piped_key();
+        let hash = hash_secret(key.clone(), "piped key").await?;
+        let piped = model::Piped {
+            id: new_id(),
+            name: req.name,
+            desc: req.desc,
+            project_id: caller.project_id().to_string(),
+            keys: vec![model::PipedKey {
+                hash,
+                creator: caller.subject().to_string(),
+                created_at: now_unix(),
+            }],
+            ..Default::default()
+        };
+        let what = format!("add piped {}", piped.id);
+        let piped = self
+            .stores
+            .pipeds
+            .create(piped)
+            .await
+            .map_err(|e| ServiceError::store(e, &what))?;
+        Ok(RegisterPipedResponse { id: piped.id, key })
     }
 
     pub async fn update_piped(
         &self,
-        _caller: &Authorized,
-        _req: UpdatePipedRequest,
+        caller: &Authorized,
+        req: UpdatePipedRequest,
     ) -> Result<UpdatePipedResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "UpdatePiped is not implemented yet".into(),
-        ))
+        required("piped_id", &req.piped_id)?;
+        required("name", &req.name)?;
+        self.change_piped(caller, &req.piped_id, |p| {
+            p.name = req.name.clone();
+            p.desc = req.desc.clone();
+            Ok(())
+        })
+        .await?;
+        Ok(UpdatePipedResponse {})
     }
 
+    /// Adds a new key in front of the existing ones (the piped keeps working with the
+    /// old one until it is deleted).
+    ///
+    /// Deviation: a piped that already has the most keys gets FAILED_PRECONDITION saying
+    /// what to do, where upstream answers INTERNAL.
     pub async fn recreate_piped_key(
         &self,
-        _caller: &Authorized,
-        _req: RecreatePipedKeyRequest,
+        caller: &Authorized,
+        req: RecreatePipedKeyRequest,
     ) -> Result<RecreatePipedKeyResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "RecreatePipedKey is not implemented yet".into(),
-        ))
+        required("id", &req.id)?;
+        let key = wisp_auth::generate_piped_key();
+        let hash = hash_secret(key.clone(), "piped key").await?;
+        let creator = caller.subject().to_string();
+        self.change_piped(caller, &req.id, |p| {
+            if p.keys.len() >= wisp_auth::MAX_PIPED_KEYS {
+                return Err(ServiceError::FailedPrecondition(format!(
+                    "piped {} already has {} keys: delete the old ones first (DeleteOldPipedKeys)",
+                    p.id,
+                    p.keys.len()
+                )));
+            }
+            p.keys.insert(
+                0,
+                model::PipedKey {
+                    hash: hash.clone(),
+                    creator: creator.clone(),
+                    created_at: now_unix(),
+                },
+            );
+            Ok(())
+        })
+        .await?;
+        Ok(RecreatePipedKeyResponse { key })
     }
 
+    /// Keeps only the newest key.
     pub async fn delete_old_piped_keys(
         &self,
-        _caller: &Authorized,
-        _req: DeleteOldPipedKeysRequest,
+        caller: &Authorized,
+        req: DeleteOldPipedKeysRequest,
     ) -> Result<DeleteOldPipedKeysResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "DeleteOldPipedKeys is not implemented yet".into(),
-        ))
+        required("piped_id", &req.piped_id)?;
+        self.change_piped(caller, &req.piped_id, |p| {
+            if let Some(newest) = p.keys.iter().max_by_key(|k| k.created_at).cloned() {
+                p.keys = vec![newest];
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(DeleteOldPipedKeysResponse {})
     }
 
     pub async fn enable_piped(
         &self,
-        _caller: &Authorized,
-        _req: EnablePipedRequest,
+        caller: &Authorized,
+        req: EnablePipedRequest,
     ) -> Result<EnablePipedResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "EnablePiped is not implemented yet".into(),
-        ))
+        required("piped_id", &req.piped_id)?;
+        self.change_piped(caller, &req.piped_id, |p| {
+            p.disabled = false;
+            Ok(())
+        })
+        .await?;
+        Ok(EnablePipedResponse {})
     }
 
     pub async fn disable_piped(
         &self,
-        _caller: &Authorized,
-        _req: DisablePipedRequest,
+        caller: &Authorized,
+        req: DisablePipedRequest,
     ) -> Result<DisablePipedResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "DisablePiped is not implemented yet".into(),
-        ))
+        required("piped_id", &req.piped_id)?;
+        self.change_piped(caller, &req.piped_id, |p| {
+            p.disabled = true;
+            Ok(())
+        })
+        .await?;
+        Ok(DisablePipedResponse {})
     }
 
+    /// The project's pipeds, keys redacted; with `with_status`, ONLINE when the piped
+    /// reported its stat within the last 2 minutes, OFFLINE when it never did or longer
+    /// ago, UNKNOWN when the stat could not be read.
     pub async fn list_pipeds(
         &self,
-        _caller: &Authorized,
-        _req: ListPipedsRequest,
+        caller: &Authorized,
+        req: ListPipedsRequest,
     ) -> Result<ListPipedsResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "ListPipeds is not implemented yet".into(),
-        ))
+        let enabled = req.options.and_then(|o| o.enabled);
+        let matches = |p: &model::Piped| enabled.is_none_or(|e| p.disabled != e);
+        let mut opts = ListOptions::new(slot::PIPED_BY_PROJECT, caller.project_id().to_string());
+        opts.filter = Some(&matches);
+        let page = self
+            .stores
+            .pipeds
+            .list(opts)
+            .await
+            .map_err(|e| ServiceError::store(e, "list pipeds"))?;
+        let now = now_unix();
+        let mut pipeds = Vec::with_capacity(page.items.len());
+        for piped in page.items {
+            let mut piped = redact(piped);
+            if req.with_status {
+                piped.status = match self.stores.piped_stats.get(&piped.id).await {
+                    Ok(Some(stat)) if PipedStatStore::is_online(&stat, now) => {
+                        ConnectionStatus::Online
+                    }
+                    Ok(_) => ConnectionStatus::Offline,
+                    Err(e) => {
+                        tracing::warn!(piped = %piped.id, error = %e, "piped stat unreadable");
+                        ConnectionStatus::Unknown
+                    }
+                } as i32;
+            }
+            pipeds.push(piped);
+        }
+        Ok(ListPipedsResponse { pipeds })
     }
 
     pub async fn get_piped(
         &self,
-        _caller: &Authorized,
-        _req: GetPipedRequest,
+        caller: &Authorized,
+        req: GetPipedRequest,
     ) -> Result<GetPipedResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "GetPiped is not implemented yet".into(),
-        ))
+        required("piped_id", &req.piped_id)?;
+        let piped = self
+            .owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        Ok(GetPipedResponse {
+            piped: Some(redact(piped)),
+        })
     }
 
+    /// Sets the version the pipeds should upgrade themselves to (`v` + semver). Every id
+    /// is checked before any piped changes.
     pub async fn update_piped_desired_version(
         &self,
-        _caller: &Authorized,
-        _req: UpdatePipedDesiredVersionRequest,
+        caller: &Authorized,
+        req: UpdatePipedDesiredVersionRequest,
     ) -> Result<UpdatePipedDesiredVersionResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "UpdatePipedDesiredVersion is not implemented yet".into(),
-        ))
+        if !req.version.starts_with('v') || req.version.len() < 2 {
+            return Err(ServiceError::InvalidArgument(format!(
+                "invalid request: version {:?} must start with \"v\" (e.g. v0.50.0)",
+                req.version
+            )));
+        }
+        for id in &req.piped_ids {
+            self.owned(&self.stores.pipeds, id, caller, "piped").await?;
+        }
+        for id in &req.piped_ids {
+            self.change_piped(caller, id, |p| {
+                p.desired_version = req.version.clone();
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(UpdatePipedDesiredVersionResponse {})
     }
 
+    /// Asks the piped to restart (a RESTART_PIPED command it picks up when it polls).
     pub async fn restart_piped(
         &self,
-        _caller: &Authorized,
-        _req: RestartPipedRequest,
+        caller: &Authorized,
+        req: RestartPipedRequest,
     ) -> Result<RestartPipedResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "RestartPiped is not implemented yet".into(),
-        ))
+        required("piped_id", &req.piped_id)?;
+        let piped = self
+            .owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        let cmd = model::Command {
+            id: new_id(),
+            piped_id: piped.id.clone(),
+            project_id: piped.project_id.clone(),
+            commander: caller.subject().to_string(),
+            r#type: command::Type::RestartPiped as i32,
+            restart_piped: Some(command::RestartPiped { piped_id: piped.id }),
+            ..Default::default()
+        };
+        let cmd = self.add_command(cmd).await?;
+        Ok(RestartPipedResponse { command_id: cmd.id })
     }
 
+    /// Deviation: upstream asks GitHub for piped releases; a control plane without
+    /// internet access answers with an empty list rather than an error the console shows
+    /// on every visit to the settings page.
     pub async fn list_released_versions(
         &self,
         _caller: &Authorized,
         _req: ListReleasedVersionsRequest,
     ) -> Result<ListReleasedVersionsResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "ListReleasedVersions is not implemented yet".into(),
-        ))
+        Ok(ListReleasedVersionsResponse { versions: vec![] })
     }
 
+    /// Deviation: as [`WebApi::list_released_versions`], no GitHub call; no notes.
     pub async fn list_deprecated_notes(
         &self,
         _caller: &Authorized,
         _req: ListDeprecatedNotesRequest,
     ) -> Result<ListDeprecatedNotesResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "ListDeprecatedNotes is not implemented yet".into(),
-        ))
+        Ok(ListDeprecatedNotesResponse::default())
+    }
+
+    /// Read-modify-write of one of the caller's pipeds.
+    async fn change_piped<F>(
+        &self,
+        caller: &Authorized,
+        piped_id: &str,
+        mutate: F,
+    ) -> Result<model::Piped, ServiceError>
+    where
+        F: FnMut(&mut model::Piped) -> Result<(), ServiceError> + Send,
+    {
+        self.owned(&self.stores.pipeds, piped_id, caller, "piped")
+            .await?;
+        update_checked(
+            &self.stores.pipeds,
+            caller.project_id(),
+            piped_id,
+            &format!("update piped {piped_id}"),
+            mutate,
+        )
+        .await
+    }
+
+    /// Stores a new command (NOT_HANDLED_YET); its piped sees it on its next poll.
+    pub(super) async fn add_command(
+        &self,
+        cmd: model::Command,
+    ) -> Result<model::Command, ServiceError> {
+        self.stores
+            .commands
+            .create(cmd)
+            .await
+            .map_err(|e| ServiceError::store(e, "create command"))
     }
 }

@@ -65,14 +65,13 @@ impl Opened {
     pub fn config_projects_as_model(&self) -> Vec<wisp_proto::model::Project> {
         self.config_projects
             .values()
-            .map(|p| wisp_proto::model::Project {
-                id: p.id.clone(),
-                desc: p.desc.clone(),
-                static_admin: Some(wisp_proto::model::ProjectStaticUser {
-                    username: p.static_admin.username.clone(),
-                    password_hash: p.static_admin.password_hash.expose().to_string(),
-                }),
-                ..Default::default()
+            .map(|p| {
+                wisp_services::web::config_project(
+                    &p.id,
+                    &p.desc,
+                    &p.static_admin.username,
+                    p.static_admin.password_hash.expose(),
+                )
             })
             .collect()
     }

@@ -67,3 +67,50 @@ async fn health_checks_and_scheduled_jobs() {
     let unknown = front.invoke("wisp-jobs", &serde_json::json!({"job": "no-such-job"}));
     assert!(unknown.is_err(), "an unknown job must fail the invocation");
 }
+
+#[tokio::test]
+async fn console_login_and_web_service_through_alb_and_lambda() {
+    let Some(wisp) = Wisp::start_lambda("console_login_and_web_service_through_alb_and_lambda")
+    else {
+        return;
+    };
+    // The login form goes to the http function, the console's calls to web-api.
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let resp = wisp
+        .login_static(support::QUICKSTART, &username, &password)
+        .await;
+    let cookie = support::web::set_cookie(&resp, "token")
+        .unwrap_or_else(|| panic!("no session cookie: {resp:?}"));
+    assert!(
+        cookie.contains("Secure"),
+        "behind the ALB's HTTPS: {cookie}"
+    );
+    let token = support::web::cookie_value(cookie).to_string();
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    let me = support::ok(
+        console
+            .get_me(wisp_proto::webservice::GetMeRequest {})
+            .await,
+    );
+    assert_eq!(me.subject, username);
+    let registered = support::ok(
+        console
+            .register_piped(wisp_proto::webservice::RegisterPipedRequest {
+                name: "from-the-console".into(),
+                desc: String::new(),
+            })
+            .await,
+    );
+    assert!(!registered.key.is_empty());
+    let mut anonymous = wisp.web_client(Via::GrpcWeb, None).await;
+    support::assert_status(
+        anonymous
+            .get_me(wisp_proto::webservice::GetMeRequest {})
+            .await,
+        tonic::Code::Unauthenticated,
+        "",
+    );
+    assert!(front.invocations("wisp-http") >= 1);
+    assert!(front.invocations("wisp-web-api") >= 3);
+}

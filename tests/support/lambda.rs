@@ -46,6 +46,13 @@ const ROUTES: &[(&str, &[&str])] = &[
             "/pipe.api.service.apiservice.APIService/",
         ],
     ),
+    (
+        "wisp-web-api",
+        &[
+            "/grpc.service.webservice.WebService/",
+            "/pipe.api.service.webservice.WebService/",
+        ],
+    ),
 ];
 const DEFAULT_FUNCTION: &str = "wisp-http";
 /// Functions that take no ALB traffic, invoked directly (EventBridge in AWS).
@@ -119,6 +126,8 @@ pub struct LambdaFront {
     runtime: Option<tokio::runtime::Runtime>,
     /// How long each function took from spawn to its first `next` call.
     pub init_times: Vec<(&'static str, Duration)>,
+    /// The quickstart project's static admin (username, password).
+    pub admin: Option<(String, String)>,
 }
 
 impl LambdaFront {
@@ -128,7 +137,7 @@ impl LambdaFront {
         let binaries = function_binaries().unwrap_or_else(|missing| {
             panic!(
                 "{} is missing: build the functions first (scripts/test does: cargo build -p \
-                 wisp-fn-piped-api -p wisp-fn-api -p wisp-fn-http -p wisp-fn-jobs)",
+                 wisp-fn-piped-api -p wisp-fn-api -p wisp-fn-web-api -p wisp-fn-http -p wisp-fn-jobs)",
                 missing.display()
             )
         });
@@ -211,6 +220,7 @@ impl LambdaFront {
                 .collect(),
             runtime: Some(runtime),
             init_times,
+            admin: None,
         }
     }
 
@@ -630,12 +640,19 @@ impl Wisp {
         backend.key_secret = Some(key_secret);
         let out = run_cli_with(
             dir.path(),
-            &["project", "add", QUICKSTART],
+            &["project", "add", QUICKSTART, "--json"],
             &backend.store_args(),
             &backend.env(),
         );
         assert_eq!(out.code, 0, "wisp project add quickstart failed: {out:?}");
-        let front = LambdaFront::start(&backend, dir.path());
+        let admin: serde_json::Value =
+            serde_json::from_str(&out.stdout).expect("project add --json output");
+        let admin = (
+            admin["username"].as_str().expect("username").to_string(),
+            admin["password"].as_str().expect("password").to_string(),
+        );
+        let mut front = LambdaFront::start(&backend, dir.path());
+        front.admin = Some(admin);
         Some(Wisp {
             server: None,
             bridge: std::sync::OnceLock::new(),

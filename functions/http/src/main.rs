@@ -1,6 +1,13 @@
-//! The HTTP function: `/healthz` and the ALB's health checks now; the console's static
-//! files and `/auth/*` later. Wiring only: config → stores → service → runtime (the
-//! config and stores are opened already, so a broken deployment fails its health check).
+//! The HTTP function: `/healthz` (the ALB's health checks), the console's `/auth/*`
+//! (static admin login, logout) and its static files. Wiring only: config → stores →
+//! service → runtime (the config and stores are opened during init, so a broken
+//! deployment fails its health check).
+//!
+//! `WISP_WEB_DIR` names the console's built files inside the function's package (e.g.
+//! `/var/task/web`); without it only `/healthz` and `/auth/*` are served.
+//! `WISP_INSECURE_COOKIE=true` drops `Secure` from the cookies (never behind HTTPS).
+
+use std::sync::Arc;
 
 use wisp_lambda::boot::Boot;
 
@@ -9,7 +16,14 @@ async fn main() -> Result<(), lambda_http::Error> {
     wisp_lambda::telemetry::init();
     let boot = Boot::load("http").await?;
 
-    let service = wisp_lambda::stack::http();
+    let signer = boot.session_signer()?;
+    let insecure = std::env::var("WISP_INSECURE_COOKIE").is_ok_and(|v| v == "true");
+    let mut console =
+        wisp_console::Console::new(Arc::new(boot.web_api()), signer).insecure_cookie(insecure);
+    if let Some(dir) = std::env::var_os("WISP_WEB_DIR") {
+        console = console.with_static_dir(dir);
+    }
+    let service = wisp_lambda::stack::console(Arc::new(console));
 
     boot.ready();
     lambda_http::run(service).await

@@ -36,6 +36,10 @@ pub enum BootError {
     Config(#[from] wisp_config::ConfigError),
     #[error("open the stores: {0}")]
     Stores(String),
+    #[error(
+        "set {ENCRYPTION_KEY_SECRET_ENV} (a Secrets Manager secret) or {ENCRYPTION_KEY_FILE_ENV} (a file): console sessions are signed with the encryption key"
+    )]
+    NoEncryptionKey,
 }
 
 /// What a function's main needs after init.
@@ -109,6 +113,36 @@ impl Boot {
                 0 => wisp_config::DEFAULT_DEPLOYMENT_CHUNK_MAX_COUNT as usize,
                 n => n as usize,
             },
+        }
+    }
+
+    /// The WebService over this function's stores, with the config's projects.
+    #[cfg(feature = "web")]
+    pub fn web_api(&self) -> wisp_services::web::WebApi {
+        let projects = self
+            .config
+            .spec
+            .projects
+            .iter()
+            .map(|p| {
+                wisp_services::web::config_project(
+                    &p.id,
+                    &p.desc,
+                    &p.static_admin.username,
+                    p.static_admin.password_hash.expose(),
+                )
+            })
+            .collect();
+        wisp_services::web::WebApi::new(self.stores.clone(), projects)
+    }
+
+    /// Console sessions are signed with the encryption key, which the console's
+    /// functions therefore require.
+    #[cfg(feature = "web")]
+    pub fn session_signer(&self) -> Result<wisp_auth::SessionSigner, BootError> {
+        match &self.encryption_key {
+            Some(key) => Ok(wisp_auth::SessionSigner::new(key.bytes())),
+            None => Err(BootError::NoEncryptionKey),
         }
     }
 

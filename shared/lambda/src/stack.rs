@@ -27,9 +27,20 @@ pub fn grpc(routes: Routes) -> GrpcStack {
     AlbService::new(EdgeLayer.layer(web))
 }
 
-/// The HTTP function's stack (console files and `/auth/*` come later).
+/// The HTTP function's stack without the console: `/healthz` only.
 pub fn http() -> HttpStack {
     AlbService::new(EdgeLayer.layer(NotFound))
+}
+
+/// The HTTP function's stack with the console: `/healthz`, `/auth/*` and its static
+/// files.
+#[cfg(feature = "web")]
+pub type ConsoleStack = AlbService<EdgeService<wisp_console::ConsoleService<NotFound>>>;
+
+#[cfg(feature = "web")]
+pub fn console(console: std::sync::Arc<wisp_console::Console>) -> ConsoleStack {
+    let inner = wisp_console::ConsoleLayer::new(console).layer(NotFound);
+    AlbService::new(EdgeLayer.layer(inner))
 }
 
 /// Answers 404 to everything.

@@ -48,6 +48,25 @@ impl Authorized {
     }
 }
 
+/// A project defined in the control-plane config, as the console sees it: read-only,
+/// static admin only.
+pub fn config_project(
+    id: &str,
+    desc: &str,
+    admin_username: &str,
+    admin_password_hash: &str,
+) -> model::Project {
+    model::Project {
+        id: id.to_string(),
+        desc: desc.to_string(),
+        static_admin: Some(model::ProjectStaticUser {
+            username: admin_username.to_string(),
+            password_hash: admin_password_hash.to_string(),
+        }),
+        ..Default::default()
+    }
+}
+
 /// The WebService implementation over a set of stores.
 pub struct WebApi {
     stores: Stores,

@@ -11,7 +11,7 @@ use tonic::{Code, Status};
 use wisp_proto::apiservice as api;
 use wisp_proto::model::{self, CommandStatus, command};
 use wisp_proto::pipedservice as ps;
-use wisp_services::api::hybrid;
+use wisp_services::hybrid;
 
 use support::api::{
     ApiClient, ApiKey, REMOTE, Setup, legacy_api_call, registered_events_flow, setup_on,

@@ -624,3 +624,234 @@ async fn console_static_files_and_client_side_routes() {
     let cleared = set_cookie(&resp, "token").expect("the cookie is cleared");
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
 }
+
+#[tokio::test]
+async fn project_settings_roles_and_user_groups() {
+    let wisp = Wisp::start();
+    let token = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+
+    use model::project_rbac_policy::Action;
+    use model::project_rbac_resource::ResourceType;
+    let deployer = vec![model::ProjectRbacPolicy {
+        resources: vec![model::ProjectRbacResource {
+            r#type: ResourceType::Deployment as i32,
+            labels: Default::default(),
+        }],
+        actions: vec![Action::All as i32],
+    }];
+    assert_status(
+        console
+            .add_project_rbac_role(web::AddProjectRbacRoleRequest {
+                name: "Viewer".into(),
+                policies: deployer.clone(),
+            })
+            .await,
+        Code::InvalidArgument,
+        "built-in",
+    );
+    ok(console
+        .add_project_rbac_role(web::AddProjectRbacRoleRequest {
+            name: "Deployer".into(),
+            policies: deployer.clone(),
+        })
+        .await);
+    assert_status(
+        console
+            .add_project_user_group(web::AddProjectUserGroupRequest {
+                sso_group: "acme/ops".into(),
+                role: "Nobody".into(),
+            })
+            .await,
+        Code::InvalidArgument,
+        "does not exist",
+    );
+    ok(console
+        .add_project_user_group(web::AddProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+            role: "Deployer".into(),
+        })
+        .await);
+    assert_status(
+        console
+            .delete_project_rbac_role(web::DeleteProjectRbacRoleRequest {
+                name: "Deployer".into(),
+            })
+            .await,
+        Code::FailedPrecondition,
+        "acme/ops",
+    );
+
+    // A custom role is honoured: Deployer may list deployments but not pipeds.
+    let deployer_session = session_for(&wisp, QUICKSTART, "dora", &["Deployer"]);
+    let mut dora = wisp.web_client(Via::GrpcWeb, Some(&deployer_session)).await;
+    ok(dora
+        .list_deployments(web::ListDeploymentsRequest::default())
+        .await);
+    assert_status(
+        dora.list_pipeds(web::ListPipedsRequest::default()).await,
+        Code::PermissionDenied,
+        "",
+    );
+
+    // SSO secrets are stored encrypted and never shown again.
+    ok(console
+        .update_project_sso_config(web::UpdateProjectSsoConfigRequest {
+            sso: Some(model::ProjectSsoConfig {
+                github: Some(model::project_sso_config::GitHub {
+                    client_id: "gh-client".into(),
+                    client_secret: "gh-secret".into(),
+                    ..Default::default()
+                }),
+                session_ttl: 24,
+                ..Default::default()
+            }),
+        })
+        .await);
+    let project = ok(console.get_project(web::GetProjectRequest {}).await)
+        .project
+        .expect("a project");
+    let github = project.sso.and_then(|s| s.github).expect("github settings");
+    assert_eq!(github.client_secret, "redacted");
+    assert!(project.rbac_roles.iter().any(|r| r.name == "Deployer"));
+    assert!(
+        project
+            .rbac_roles
+            .iter()
+            .any(|r| r.name == "Admin" && r.is_builtin)
+    );
+    assert!(
+        project
+            .user_groups
+            .iter()
+            .any(|g| g.sso_group == "acme/ops")
+    );
+    let db = std::fs::read(wisp.data_dir().join("wisp.db")).unwrap_or_default();
+    assert!(
+        !db.windows(9).any(|w| w == b"gh-secret"),
+        "the SSO secret is stored in the clear"
+    );
+
+    ok(console
+        .delete_project_user_group(web::DeleteProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+        })
+        .await);
+    ok(console
+        .delete_project_rbac_role(web::DeleteProjectRbacRoleRequest {
+            name: "Deployer".into(),
+        })
+        .await);
+
+    // The static admin can change its password; the old one stops working.
+    ok(console
+        .update_project_static_admin(web::UpdateProjectStaticAdminRequest {
+            username: "hello-pipecd".into(),
+            password: "a-new-password".into(),
+        })
+        .await);
+    let old = wisp
+        .login_static(QUICKSTART, "hello-pipecd", "hello-pipecd")
+        .await;
+    assert!(set_cookie(&old, "token").is_none());
+    let new = wisp
+        .login_static(QUICKSTART, "hello-pipecd", "a-new-password")
+        .await;
+    assert!(set_cookie(&new, "token").is_some());
+    ok(console
+        .disable_static_admin(web::DisableStaticAdminRequest {})
+        .await);
+    let disabled = wisp
+        .login_static(QUICKSTART, "hello-pipecd", "a-new-password")
+        .await;
+    let error = set_cookie(&disabled, "error").expect("an error cookie");
+    assert!(error.contains("disabled"), "{error}");
+}
+
+#[tokio::test]
+async fn sealed_secrets_events_and_the_remaining_pages() {
+    let wisp = Wisp::start();
+    let piped = wisp.add_piped(QUICKSTART, "dev");
+    let mut piped_client = wisp.piped_client(Via::Grpc, &piped).await;
+    report_meta(&mut piped_client).await;
+    let token = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+
+    let sealed = ok(console
+        .generate_application_sealed_secret(web::GenerateApplicationSealedSecretRequest {
+            piped_id: piped.id.clone(),
+            data: "db-password".into(),
+            base64_encoding: false,
+        })
+        .await)
+    .data;
+    let private = wisp_services::hybrid::parse_private_key_pem(include_str!(
+        "../shared/services/tests/testdata/piped-private.pem"
+    ))
+    .expect("the piped's private key");
+    let opened = wisp_services::hybrid::decrypt(&private, &sealed).expect("the piped opens it");
+    assert_eq!(opened, b"db-password");
+
+    let rw = wisp.add_api_key(QUICKSTART, "ci", "READ_WRITE");
+    let mut pipectl = wisp.api_key_client(Via::Grpc, &rw).await;
+    ok(pipectl
+        .register_event(wisp_proto::apiservice::RegisterEventRequest {
+            name: "image-update".into(),
+            data: "v2".into(),
+            labels: fixtures::string_map(&[("app", "web")]),
+            ..Default::default()
+        })
+        .await);
+    let events = ok(console
+        .list_events(web::ListEventsRequest {
+            options: Some(web::list_events_request::Options {
+                name: "image-update".into(),
+                ..Default::default()
+            }),
+            page_size: 50,
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(events.events.len(), 1);
+    assert_eq!(events.events[0].data, "v2");
+
+    let traces = ok(console
+        .list_deployment_traces(web::ListDeploymentTracesRequest::default())
+        .await);
+    assert!(traces.traces.is_empty() && traces.cursor.is_empty());
+    let chains = ok(console
+        .list_deployment_chains(web::ListDeploymentChainsRequest::default())
+        .await);
+    assert!(chains.deployment_chains.is_empty());
+    let frequency = ok(console
+        .get_insight_data(web::GetInsightDataRequest {
+            metrics_kind: model::InsightMetricsKind::DeploymentFrequency as i32,
+            range_from: fixtures::now() - 7 * 86400,
+            range_to: fixtures::now(),
+            resolution: model::InsightResolution::Daily as i32,
+            ..Default::default()
+        })
+        .await);
+    let points = &frequency.matrix[0].data_points;
+    assert!(
+        (7..=8).contains(&points.len()),
+        "one point per day: {points:?}"
+    );
+    assert!(points.iter().all(|p| p.value == 0.0));
+    assert_status(
+        console
+            .get_insight_data(web::GetInsightDataRequest {
+                metrics_kind: model::InsightMetricsKind::Mttr as i32,
+                range_from: 1,
+                range_to: 2,
+                ..Default::default()
+            })
+            .await,
+        Code::Unimplemented,
+        "MTTR",
+    );
+    let unregistered = ok(console
+        .list_unregistered_applications(web::ListUnregisteredApplicationsRequest {})
+        .await);
+    assert!(unregistered.applications.is_empty());
+}

@@ -44,10 +44,10 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         opened.stores.clone(),
         web_base_url,
     ));
-    let web_api = Arc::new(wisp_services::web::WebApi::new(
-        opened.stores.clone(),
-        opened.config_projects_as_model(),
-    ));
+    let web_api = Arc::new(
+        wisp_services::web::WebApi::new(opened.stores.clone(), opened.config_projects_as_model())
+            .with_sso_key(*encryption_key.aes_key()),
+    );
     if let Some(dir) = args
         .web_dir
         .as_ref()

@@ -133,7 +133,11 @@ impl Boot {
                 )
             })
             .collect();
-        wisp_services::web::WebApi::new(self.stores.clone(), projects)
+        let web = wisp_services::web::WebApi::new(self.stores.clone(), projects);
+        match &self.encryption_key {
+            Some(key) => web.with_sso_key(*key.aes_key()),
+            None => web,
+        }
     }
 
     /// Console sessions are signed with the encryption key, which the console's

@@ -19,7 +19,6 @@ mod commands;
 mod deployments;
 mod encrypt;
 mod events;
-pub mod hybrid;
 mod key_usage;
 mod pipeds;
 mod plan_preview;

@@ -5,6 +5,8 @@
 pub mod api;
 pub mod auth_source;
 pub mod error;
+#[cfg(any(feature = "api", feature = "web"))]
+pub mod hybrid;
 #[cfg(feature = "piped")]
 pub mod piped;
 #[cfg(any(feature = "piped", feature = "api", feature = "web"))]

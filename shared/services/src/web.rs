@@ -73,6 +73,9 @@ pub struct WebApi {
     /// Projects defined in the config file: never in the datastore, read-only from the
     /// console, built-in roles only.
     config_projects: Arc<Vec<model::Project>>,
+    /// AES-256 key protecting stored SSO client secrets (the encryption key's first
+    /// 32 bytes).
+    sso_key: Option<[u8; 32]>,
 }
 
 impl WebApi {
@@ -80,7 +83,18 @@ impl WebApi {
         WebApi {
             stores,
             config_projects: Arc::new(config_projects),
+            sso_key: None,
         }
+    }
+
+    /// The key that encrypts SSO client secrets at rest.
+    pub fn with_sso_key(mut self, key: [u8; 32]) -> Self {
+        self.sso_key = Some(key);
+        self
+    }
+
+    fn sso_key(&self) -> Option<&[u8; 32]> {
+        self.sso_key.as_ref()
     }
 
     pub fn stores(&self) -> &Stores {
@@ -146,4 +160,21 @@ fn required(field: &str, value: &str) -> Result<(), ServiceError> {
         )));
     }
     Ok(())
+}
+
+/// AES-256-GCM with a random nonce, as base64 of nonce ‖ ciphertext.
+fn seal(key: &[u8; 32], plaintext: &str) -> Result<String, ServiceError> {
+    use aes_gcm::aead::{Aead, KeyInit};
+    use base64::Engine;
+    let cipher = aes_gcm::Aes256Gcm::new_from_slice(key)
+        .map_err(|_| ServiceError::Internal("Failed to encrypt".into()))?;
+    let nonce_bytes: [u8; 12] = rand::random();
+    let mut nonce = aes_gcm::aead::Nonce::<aes_gcm::Aes256Gcm>::default();
+    nonce.copy_from_slice(&nonce_bytes);
+    let sealed = cipher
+        .encrypt(&nonce, plaintext.as_bytes())
+        .map_err(|_| ServiceError::Internal("Failed to encrypt".into()))?;
+    let mut out = nonce_bytes.to_vec();
+    out.extend_from_slice(&sealed);
+    Ok(base64::engine::general_purpose::STANDARD.encode(out))
 }

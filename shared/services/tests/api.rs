@@ -15,7 +15,8 @@ use wisp_proto::model::{
 };
 use wisp_proto::pipedservice as ps;
 use wisp_services::ServiceError;
-use wisp_services::api::{ApiApi, hybrid};
+use wisp_services::api::ApiApi;
+use wisp_services::hybrid;
 use wisp_services::piped::PipedApi;
 use wisp_store::entities::{pk, slot};
 use wisp_store::stores::Stores;

@@ -10,17 +10,16 @@ use base64::engine::general_purpose::STANDARD;
 use rsa::RsaPublicKey;
 use wisp_model::validate::Validate;
 use wisp_proto::apiservice::*;
-use wisp_proto::model::{self, api_key::Role};
+use wisp_proto::model::api_key::Role;
 
-use super::{ApiApi, ApiKeyCaller, check_project, hybrid, require};
+use super::{ApiApi, ApiKeyCaller, check_project, require};
 use crate::error::ServiceError;
+use crate::hybrid;
 
 /// How long a piped's public key is used without reading the piped again (upstream's).
 const PUBLIC_KEY_TTL: Duration = Duration::from_secs(5 * 60);
 /// Bound on the keys kept; past it, expired entries go, then everything.
 const PUBLIC_KEY_CAPACITY: usize = 1_000;
-/// The secret-management type whose public key the control plane holds.
-const KEY_PAIR: &str = "KEY_PAIR";
 
 impl ApiApi {
     /// The plaintext (base64-encoded first if asked) sealed with the piped's public key
@@ -40,7 +39,7 @@ impl ApiApi {
             None => {
                 let piped = self.piped(&req.piped_id).await?;
                 check_project(caller, &piped.project_id, "piped")?;
-                let pem = public_key_pem(piped.secret_encryption.as_ref())?;
+                let pem = hybrid::public_key_pem(piped.secret_encryption.as_ref())?;
                 let key = hybrid::parse_public_key_pem(pem).map_err(|e| {
                     tracing::error!(error = %e, piped = %req.piped_id, "failed to parse the piped's public key");
                     ServiceError::InvalidArgument("Invalid public key".into())
@@ -62,22 +61,6 @@ impl ApiApi {
         })?;
         Ok(EncryptResponse { ciphertext })
     }
-}
-
-/// Upstream's `getEncriptionKey`: only a KEY_PAIR piped publishes a public key.
-fn public_key_pem(se: Option<&model::piped::SecretEncryption>) -> Result<&str, ServiceError> {
-    let no_key =
-        || ServiceError::FailedPrecondition("The piped does not contain a public key".into());
-    let se = se.ok_or_else(no_key)?;
-    if se.r#type != KEY_PAIR {
-        return Err(ServiceError::FailedPrecondition(
-            "The piped does not contain a valid encryption type".into(),
-        ));
-    }
-    if se.public_key.is_empty() {
-        return Err(no_key());
-    }
-    Ok(&se.public_key)
 }
 
 type CachedKey = (Instant, Arc<RsaPublicKey>);

@@ -10,6 +10,7 @@ use wisp_store::entities::slot;
 
 use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
+use crate::hybrid;
 use crate::support::{new_id, update_checked};
 
 impl WebApi {
@@ -219,14 +220,34 @@ impl WebApi {
         })
     }
 
+    /// `data` (base64-encoded first if asked) sealed with the piped's public key, for an
+    /// application's config: only that piped can open it.
     pub async fn generate_application_sealed_secret(
         &self,
-        _caller: &Authorized,
-        _req: GenerateApplicationSealedSecretRequest,
+        caller: &Authorized,
+        req: GenerateApplicationSealedSecretRequest,
     ) -> Result<GenerateApplicationSealedSecretResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "GenerateApplicationSealedSecret is not implemented yet".into(),
-        ))
+        required("piped_id", &req.piped_id)?;
+        required("data", &req.data)?;
+        let piped = self
+            .owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        let pem = hybrid::public_key_pem(piped.secret_encryption.as_ref())?;
+        let key = hybrid::parse_public_key_pem(pem).map_err(|e| {
+            tracing::error!(error = %e, piped = %piped.id, "the piped's public key is unreadable");
+            ServiceError::FailedPrecondition("The piped's public key is invalid".into())
+        })?;
+        let plaintext = if req.base64_encoding {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(req.data.as_bytes())
+        } else {
+            req.data
+        };
+        let data = hybrid::encrypt(&key, plaintext.as_bytes()).map_err(|e| {
+            tracing::error!(error = %e, "failed to seal a secret");
+            ServiceError::Internal("Failed to encrypt the secret".into())
+        })?;
+        Ok(GenerateApplicationSealedSecretResponse { data })
     }
 
     /// Applications the project's pipeds found in their repositories but nobody added,

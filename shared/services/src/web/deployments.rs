@@ -62,10 +62,7 @@ impl WebApi {
             opts.sk_from = Some(sort_ts(req.page_min_updated_at));
         }
         opts.descending = true;
-        opts.limit = match usize::try_from(req.page_size) {
-            Ok(0) | Err(_) => DEFAULT_PAGE_SIZE,
-            Ok(n) => n.min(MAX_PAGE_SIZE),
-        };
+        opts.limit = page_size(req.page_size);
         opts.cursor = req.cursor.clone();
         opts.filter = Some(&matches);
         let page = self
@@ -230,14 +227,56 @@ impl WebApi {
         Ok(ApproveStageResponse { command_id: cmd.id })
     }
 
+    /// Deployment traces (one per commit that triggered deployments), most recently
+    /// updated first, each with the project's deployments of that commit.
     pub async fn list_deployment_traces(
         &self,
-        _caller: &Authorized,
-        _req: ListDeploymentTracesRequest,
+        caller: &Authorized,
+        req: ListDeploymentTracesRequest,
     ) -> Result<ListDeploymentTracesResponse, ServiceError> {
-        Err(ServiceError::Unimplemented(
-            "ListDeploymentTraces is not implemented yet".into(),
-        ))
+        let commit_hash = req.options.map(|o| o.commit_hash).unwrap_or_default();
+        let matches =
+            |t: &model::DeploymentTrace| commit_hash.is_empty() || t.commit_hash == commit_hash;
+        let mut opts = ListOptions::new(slot::TRACE_BY_PROJECT, caller.project_id().to_string());
+        if req.page_min_updated_at > 0 {
+            opts.sk_from = Some(sort_ts(req.page_min_updated_at));
+        }
+        opts.descending = true;
+        opts.limit = page_size(req.page_size);
+        opts.cursor = req.cursor.clone();
+        opts.filter = Some(&matches);
+        let page = self
+            .stores
+            .deployment_traces
+            .list(opts)
+            .await
+            .map_err(|e| ServiceError::store(e, "list deployment traces"))?;
+        let mut traces = Vec::with_capacity(page.items.len());
+        for trace in page.items {
+            // A commit's deployments are all updated after its trace was created.
+            let hash = trace.commit_hash.clone();
+            let of_commit = |d: &model::Deployment| d.deployment_trace_commit_hash == hash;
+            let mut opts =
+                ListOptions::new(slot::DEPLOYMENT_BY_PROJECT, caller.project_id().to_string());
+            opts.sk_from = Some(sort_ts(trace.created_at));
+            opts.descending = true;
+            opts.filter = Some(&of_commit);
+            let deployments = self
+                .stores
+                .deployments
+                .list(opts)
+                .await
+                .map_err(|e| ServiceError::store(e, "list deployments of a trace"))?
+                .items;
+            traces.push(list_deployment_traces_response::DeploymentTraceRes {
+                trace: Some(trace),
+                deployments,
+            });
+        }
+        Ok(ListDeploymentTracesResponse {
+            traces,
+            cursor: page.cursor,
+        })
     }
 
     async fn deployment_of(
@@ -252,6 +291,14 @@ impl WebApi {
             "deployment",
         )
         .await
+    }
+}
+
+/// The page size asked for, defaulted and capped.
+pub(super) fn page_size(asked: i32) -> usize {
+    match usize::try_from(asked) {
+        Ok(0) | Err(_) => DEFAULT_PAGE_SIZE,
+        Ok(n) => n.min(MAX_PAGE_SIZE),
     }
 }
 

@@ -289,3 +289,86 @@ impl WebApi {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table must say what `proto/webservice/service.proto`'s `(model.rbac)` options
+    /// say, RPC by RPC (except the deliberate deployment-chain deviation).
+    #[test]
+    fn requirements_match_the_proto_options() {
+        let proto = include_str!("../../../../proto/webservice/service.proto");
+        let service = &proto[proto.find("service WebService").expect("the service")..];
+        let mut seen = 0;
+        for chunk in service.split("rpc ").skip(1) {
+            let name = chunk.split('(').next().expect("an rpc name").trim();
+            let body = chunk.split("\n  rpc").next().unwrap_or(chunk);
+            let option = |key: &str| {
+                body.split(&format!("(model.rbac).{key} = "))
+                    .nth(1)
+                    .map(|rest| rest.split(';').next().unwrap_or("").trim().to_string())
+            };
+            let expected = match (option("resource"), option("action"), option("ignored")) {
+                (_, _, Some(v)) if v == "true" => Some(Requirement::Ignored),
+                (Some(r), Some(a), _) => Some(Requirement::Policy(
+                    ResourceType::from_str_name(&r).expect("a resource"),
+                    Action::from_str_name(&a).expect("an action"),
+                )),
+                _ => None,
+            };
+            let ours = requirement(name).unwrap_or_else(|| panic!("{name} is not in the table"));
+            match expected {
+                Some(expected) => assert_eq!(ours, expected, "{name}"),
+                // Deviation: upstream gives these no option (always denied).
+                None => assert!(
+                    matches!(name, "ListDeploymentChains" | "GetDeploymentChain"),
+                    "{name} has no rbac option"
+                ),
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, 51);
+        assert_eq!(RPC_REQUIREMENTS.len(), 51);
+    }
+
+    fn allows(role: &str, resource: ResourceType, action: Action) -> bool {
+        let roles = builtin_roles();
+        let role = roles
+            .iter()
+            .find(|r| r.name == role)
+            .expect("a built-in role");
+        role_allows(role, resource, action)
+    }
+
+    #[test]
+    fn built_in_roles_grant_what_upstream_grants() {
+        use ResourceType as R;
+        let all_resources = [
+            R::Application,
+            R::Deployment,
+            R::Event,
+            R::Piped,
+            R::DeploymentChain,
+            R::Project,
+            R::ApiKey,
+            R::Insight,
+        ];
+        let all_actions = [Get, List, Create, Update, Delete];
+        for r in all_resources {
+            for a in all_actions {
+                assert!(allows(ADMIN, r, a), "Admin {r:?} {a:?}");
+                let editor = matches!(r, R::Application | R::Deployment)
+                    || (r == R::Piped && matches!(a, Get | List))
+                    || (matches!(r, R::Project | R::Insight) && a == Get)
+                    || (r == R::Event && a == List);
+                assert_eq!(allows(EDITOR, r, a), editor, "Editor {r:?} {a:?}");
+                let viewer = (matches!(r, R::Application | R::Deployment | R::Piped)
+                    && matches!(a, Get | List))
+                    || (matches!(r, R::Project | R::Insight) && a == Get)
+                    || (r == R::Event && a == List);
+                assert_eq!(allows(VIEWER, r, a), viewer, "Viewer {r:?} {a:?}");
+            }
+        }
+    }
+}

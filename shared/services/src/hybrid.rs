@@ -95,12 +95,33 @@ pub fn decrypt(key: &RsaPrivateKey, sealed: &str) -> Result<Vec<u8>, HybridError
         .map_err(|_| err("failed to decrypt the data"))
 }
 
+/// Upstream's `getEncriptionKey`: only a KEY_PAIR piped publishes a public key.
+pub(crate) fn public_key_pem(
+    se: Option<&wisp_proto::model::piped::SecretEncryption>,
+) -> Result<&str, crate::error::ServiceError> {
+    let no_key = || {
+        crate::error::ServiceError::FailedPrecondition(
+            "The piped does not contain a public key".into(),
+        )
+    };
+    let se = se.ok_or_else(no_key)?;
+    if se.r#type != "KEY_PAIR" {
+        return Err(crate::error::ServiceError::FailedPrecondition(
+            "The piped does not contain a valid encryption type".into(),
+        ));
+    }
+    if se.public_key.is_empty() {
+        return Err(no_key());
+    }
+    Ok(&se.public_key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const PUBLIC: &str = include_str!("../../tests/testdata/piped-public.pem");
-    const PRIVATE: &str = include_str!("../../tests/testdata/piped-private.pem");
+    const PUBLIC: &str = include_str!("../tests/testdata/piped-public.pem");
+    const PRIVATE: &str = include_str!("../tests/testdata/piped-private.pem");
 
     #[test]
     fn round_trip_in_upstream_layout() {

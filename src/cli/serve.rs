@@ -59,7 +59,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         )));
     }
     let mut console = wisp_console::Console::new(web_api.clone(), session_signer.clone())
-        .insecure_cookie(args.insecure_cookie);
+        .insecure_cookie(args.insecure_cookie)
+        .with_sso_key(*encryption_key.aes_key());
     if let Some(dir) = &args.web_dir {
         console = console.with_static_dir(dir);
     }

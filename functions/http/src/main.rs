@@ -20,6 +20,9 @@ async fn main() -> Result<(), lambda_http::Error> {
     let insecure = std::env::var("WISP_INSECURE_COOKIE").is_ok_and(|v| v == "true");
     let mut console =
         wisp_console::Console::new(Arc::new(boot.web_api()), signer).insecure_cookie(insecure);
+    if let Some(key) = boot.sso_key() {
+        console = console.with_sso_key(key);
+    }
     if let Some(dir) = std::env::var_os("WISP_WEB_DIR") {
         console = console.with_static_dir(dir);
     }

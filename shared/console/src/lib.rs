@@ -5,6 +5,7 @@
 //! out; [`ConsoleLayer`] mounts it in front of the gRPC routes.
 
 mod layer;
+pub mod oidc;
 mod static_files;
 
 use std::path::PathBuf;
@@ -26,6 +27,10 @@ pub const CALLBACK_PATH: &str = "/auth/callback";
 pub const LOGOUT_PATH: &str = "/auth/logout";
 /// The cookie the login page reads (and deletes) to show what went wrong.
 pub const ERROR_COOKIE: &str = "error";
+/// The cookie holding an SSO login's `state` between `/auth/login` and the callback.
+pub const STATE_COOKIE: &str = "state";
+/// How long an SSO login may take from the form to the callback.
+const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 const ERROR_COOKIE_MAX_AGE: u64 = 10 * 60;
 /// Largest login form accepted.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
@@ -37,6 +42,8 @@ pub struct Console {
     /// Cookies without `Secure`: only for plain-HTTP local use.
     insecure_cookie: bool,
     files: Option<StaticFiles>,
+    /// Opens the SSO client secrets stored in projects (the encryption key's AES key).
+    sso_key: Option<[u8; 32]>,
 }
 
 impl Console {
@@ -46,7 +53,14 @@ impl Console {
             signer,
             insecure_cookie: false,
             files: None,
+            sso_key: None,
         }
+    }
+
+    /// Enables SSO login with the key that opens the projects' stored client secrets.
+    pub fn with_sso_key(mut self, key: [u8; 32]) -> Self {
+        self.sso_key = Some(key);
+        self
     }
 
     /// Lets the cookies travel over plain HTTP (a console on `http://localhost`).
@@ -72,9 +86,7 @@ impl Console {
         match path.as_str() {
             STATIC_LOGIN_PATH => self.static_login(req).await,
             LOGIN_PATH => self.sso_login(req).await,
-            CALLBACK_PATH => self.error_redirect(
-                "Single sign-on is not available on this control plane; log in with the static admin",
-            ),
+            CALLBACK_PATH => self.sso_callback(req).await,
             LOGOUT_PATH => self.logout(),
             _ => match &self.files {
                 Some(files) if req.method() == Method::GET || req.method() == Method::HEAD => {
@@ -162,12 +174,149 @@ impl Console {
         let Some(project_id) = form.get("project") else {
             return self.error_redirect("Missing project id");
         };
-        match self.web.load_project(project_id).await {
-            Ok(_) => self.error_redirect(
-                "Single sign-on is not available on this control plane; log in with the static admin",
-            ),
-            Err(_) => self.error_redirect(&format!("Unable to find project {project_id}")),
+        let project = match self.web.load_project(project_id).await {
+            Ok(p) => p,
+            Err(_) => return self.error_redirect(&format!("Unable to find project {project_id}")),
+        };
+        let (oidc, client_id, _) = match self.oidc_settings(&project) {
+            Ok(s) => s,
+            Err(e) => return self.error_redirect(&e.to_string()),
+        };
+        // The state names the project and expires; the callback checks it against the
+        // cookie, so a login cannot be started by someone else's page.
+        let state = match self.signer.clone().with_ttl(STATE_TTL).sign(&WebCaller {
+            subject: format!("sso-state-{}", wisp_auth::keys::generate_random_string(16)),
+            avatar_url: String::new(),
+            project_id: project.id.clone(),
+            roles: vec![],
+        }) {
+            Ok(s) => s,
+            Err(_) => return self.error_redirect("Internal error"),
+        };
+        let client = match oidc::OidcClient::new() {
+            Ok(c) => c,
+            Err(e) => return self.error_redirect(&e.to_string()),
+        };
+        match client.authorization_url(&oidc, &client_id, &state).await {
+            Ok(url) => {
+                let mut resp = Response::new(Bytes::new());
+                *resp.status_mut() = StatusCode::FOUND;
+                if let Ok(v) = HeaderValue::from_str(&url) {
+                    resp.headers_mut().insert(header::LOCATION, v);
+                }
+                self.set_cookie(
+                    &mut resp,
+                    &format!(
+                        "{STATE_COOKIE}={state}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax",
+                        STATE_TTL.as_secs()
+                    ),
+                );
+                resp
+            }
+            Err(e) => {
+                tracing::warn!(project = %project.id, error = %e, "SSO login could not start");
+                self.error_redirect(&e.to_string())
+            }
         }
+    }
+
+    async fn sso_callback(&self, req: Request<Bytes>) -> Response<Bytes> {
+        let query = Form::parse(req.uri().query().unwrap_or_default().as_bytes());
+        let (Some(code), Some(state)) = (query.get("code"), query.get("state")) else {
+            return self.error_redirect("Missing code or state");
+        };
+        let cookie_state = req
+            .headers()
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|h| wisp_auth::credentials::find_cookie(h, STATE_COOKIE));
+        if cookie_state != Some(state) {
+            return self.error_redirect("The login expired or was not started here; try again");
+        }
+        let Ok(started) = self.signer.verify(state) else {
+            return self.error_redirect("The login expired; try again");
+        };
+        let project = match self.web.load_project(&started.project_id).await {
+            Ok(p) => p,
+            Err(_) => {
+                return self
+                    .error_redirect(&format!("Unable to find project {}", started.project_id));
+            }
+        };
+        let (oidc, client_id, client_secret) = match self.oidc_settings(&project) {
+            Ok(s) => s,
+            Err(e) => return self.error_redirect(&e.to_string()),
+        };
+        let user = match oidc::OidcClient::new() {
+            Ok(client) => {
+                client
+                    .user(&oidc, &client_id, &client_secret, code, &project)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let user = match user {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::info!(project = %project.id, error = %e, "SSO login refused");
+                return self.error_redirect(&e.to_string());
+            }
+        };
+        let caller = WebCaller {
+            subject: user.username,
+            avatar_url: user.avatar_url,
+            project_id: project.id.clone(),
+            roles: user.roles,
+        };
+        let Ok(token) = self.signer.sign(&caller) else {
+            return self.error_redirect("Internal error");
+        };
+        tracing::info!(project = %project.id, user = %caller.subject, roles = ?caller.roles, "SSO user logged in");
+        let mut resp = redirect(StatusCode::FOUND, "/");
+        self.set_cookie(
+            &mut resp,
+            &format!(
+                "{SESSION_COOKIE}={token}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict",
+                self.signer.ttl().as_secs()
+            ),
+        );
+        self.set_cookie(
+            &mut resp,
+            &format!("{STATE_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"),
+        );
+        resp
+    }
+
+    /// The project's OIDC settings with the client id and secret opened.
+    fn oidc_settings(
+        &self,
+        project: &wisp_proto::model::Project,
+    ) -> Result<(wisp_proto::model::project_sso_config::Oidc, String, String), oidc::SsoError> {
+        use wisp_proto::model::project_sso_config::Provider;
+        let sso = project.sso.as_ref().ok_or_else(|| {
+            oidc::SsoError::Config("Single sign-on is not configured for this project".into())
+        })?;
+        if sso.provider != Provider::Oidc as i32 {
+            return Err(oidc::SsoError::Config(
+                "Only OIDC single sign-on is available on this control plane".into(),
+            ));
+        }
+        let settings = sso.oidc.clone().ok_or_else(|| {
+            oidc::SsoError::Config("The project's OIDC settings are missing".into())
+        })?;
+        let key = self
+            .sso_key
+            .as_ref()
+            .ok_or_else(|| oidc::SsoError::Config("Single sign-on is not enabled".into()))?;
+        let open = |v: &str| {
+            wisp_services::web::unseal(key, v).map_err(|_| {
+                oidc::SsoError::Config("The project's SSO secrets are unreadable".into())
+            })
+        };
+        let client_id = open(&settings.client_id)?;
+        let client_secret = open(&settings.client_secret)?;
+        Ok((settings, client_id, client_secret))
     }
 
     fn logout(&self) -> Response<Bytes> {

@@ -140,6 +140,12 @@ impl Boot {
         }
     }
 
+    /// The AES key that opens the projects' stored SSO secrets.
+    #[cfg(feature = "web")]
+    pub fn sso_key(&self) -> Option<[u8; 32]> {
+        self.encryption_key.as_ref().map(|k| *k.aes_key())
+    }
+
     /// Console sessions are signed with the encryption key, which the console's
     /// functions therefore require.
     #[cfg(feature = "web")]

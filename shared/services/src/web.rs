@@ -178,3 +178,22 @@ fn seal(key: &[u8; 32], plaintext: &str) -> Result<String, ServiceError> {
     out.extend_from_slice(&sealed);
     Ok(base64::engine::general_purpose::STANDARD.encode(out))
 }
+
+/// Opens what [`seal`] sealed (SSO client secrets, for the login flow).
+pub fn unseal(key: &[u8; 32], sealed: &str) -> Result<String, ServiceError> {
+    use aes_gcm::aead::{Aead, KeyInit};
+    use base64::Engine;
+    let failed = || ServiceError::FailedPrecondition("the stored SSO secret is unreadable".into());
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(sealed)
+        .map_err(|_| failed())?;
+    if bytes.len() < 12 {
+        return Err(failed());
+    }
+    let (nonce_bytes, ciphertext) = bytes.split_at(12);
+    let cipher = aes_gcm::Aes256Gcm::new_from_slice(key).map_err(|_| failed())?;
+    let mut nonce = aes_gcm::aead::Nonce::<aes_gcm::Aes256Gcm>::default();
+    nonce.copy_from_slice(nonce_bytes);
+    let plain = cipher.decrypt(&nonce, ciphertext).map_err(|_| failed())?;
+    String::from_utf8(plain).map_err(|_| failed())
+}

@@ -13,11 +13,11 @@ pub use credentials::{
     parse_authorization, parse_cookie_token, parse_piped_token,
 };
 pub use error::{AuthError, HashError, PipedTokenPart, Reason, SourceError};
+pub use jwt::{SESSION_COOKIE, SessionSigner, WebCaller};
 pub use keys::{
     MAX_PIPED_KEYS, generate_api_key, generate_piped_key, hash_secret, hash_secret_with_cost,
     verify_secret,
 };
-pub use jwt::{SESSION_COOKIE, SessionSigner, WebCaller};
 pub use verifier::{
     ApiKeyAuthInfo, ApiKeyAuthSource, ApiKeyCaller, ApiKeyVerifier, CachePolicy,
     DEFAULT_CACHE_CAPACITY, PipedAuthInfo, PipedCaller, PipedKeySource, PipedVerifier,

@@ -364,7 +364,10 @@ mod tests {
         .expect("a user");
         assert_eq!(user.username, "ann");
         assert_eq!(user.avatar_url, "https://example.com/ann.png");
-        assert_eq!(user.roles, vec!["Editor".to_string(), "Deployer".to_string()]);
+        assert_eq!(
+            user.roles,
+            vec!["Editor".to_string(), "Deployer".to_string()]
+        );
     }
 
     #[test]

@@ -136,8 +136,8 @@ impl LambdaFront {
     pub fn start(backend: &AwsBackend, dir: &Path) -> LambdaFront {
         let binaries = function_binaries().unwrap_or_else(|missing| {
             panic!(
-                "{} is missing: build the functions first (scripts/test does: cargo build -p \
-                 wisp-fn-piped-api -p wisp-fn-api -p wisp-fn-web-api -p wisp-fn-http -p wisp-fn-jobs)",
+                "{} is missing: run the whole workspace's tests (`cargo test --workspace`, as \
+                 scripts/test does), which builds the function bootstraps",
                 missing.display()
             )
         });
@@ -620,7 +620,7 @@ impl Wisp {
             return skip(
                 test,
                 &format!(
-                    "{} is missing (scripts/test builds the Lambda functions)",
+                    "{} is missing (`cargo test --workspace` builds the Lambda functions)",
                     missing.display()
                 ),
             );

@@ -3,8 +3,10 @@
 //! service → runtime (the config and stores are opened during init, so a broken
 //! deployment fails its health check).
 //!
-//! `WISP_WEB_DIR` names the console's built files inside the function's package (e.g.
-//! `/var/task/web`); without it only `/healthz` and `/auth/*` are served.
+//! The console's built files come from `WISP_WEB_PREFIX`, a prefix of the filestore
+//! (the S3 bucket, e.g. `console/`), or `WISP_WEB_DIR`, a directory inside the function's
+//! package (e.g. `/var/task/web`); without either only `/healthz` and `/auth/*` are
+//! served.
 //! `WISP_INSECURE_COOKIE=true` drops `Secure` from the cookies (never behind HTTPS).
 
 use std::sync::Arc;
@@ -23,7 +25,9 @@ async fn main() -> Result<(), lambda_http::Error> {
     if let Some(key) = boot.sso_key() {
         console = console.with_sso_key(key);
     }
-    if let Some(dir) = std::env::var_os("WISP_WEB_DIR") {
+    if let Ok(prefix) = std::env::var("WISP_WEB_PREFIX") {
+        console = console.with_static_filestore(boot.stores.filestore.clone(), prefix);
+    } else if let Some(dir) = std::env::var_os("WISP_WEB_DIR") {
         console = console.with_static_dir(dir);
     }
     let service = wisp_lambda::stack::console(Arc::new(console));

@@ -75,6 +75,17 @@ impl Console {
         self
     }
 
+    /// Serves the console's built static files from `prefix` of the filestore (S3 on
+    /// AWS).
+    pub fn with_static_filestore(
+        mut self,
+        filestore: std::sync::Arc<dyn wisp_store::Filestore>,
+        prefix: impl Into<String>,
+    ) -> Self {
+        self.files = Some(StaticFiles::from_filestore(filestore, prefix));
+        self
+    }
+
     /// Whether `path` belongs to the console rather than to a gRPC service.
     pub fn handles(path: &str) -> bool {
         !(path.starts_with("/grpc.") || path.starts_with("/pipe.api.") || path == "/healthz")

@@ -1,40 +1,96 @@
-//! The console's built files (upstream's `web/` build output) from a directory. Every
-//! GET that names no file and has no extension is a client-side route and gets
-//! `index.html`; a missing asset (with an extension) is a 404.
+//! The console's built files (upstream's `web/` build output) from a directory or from a
+//! prefix of the filestore (S3 on AWS). Every GET that names no file and has no
+//! extension is a client-side route and gets `index.html`; a missing asset (with an
+//! extension) is a 404.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
+use wisp_store::{Filestore, StoreError};
+
 use crate::plain;
 
 pub struct StaticFiles {
-    root: PathBuf,
+    source: Source,
+}
+
+enum Source {
+    Dir(PathBuf),
+    /// Objects under this prefix of the filestore.
+    Store(Arc<dyn Filestore>, String),
 }
 
 impl StaticFiles {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        StaticFiles { root: root.into() }
+        StaticFiles {
+            source: Source::Dir(root.into()),
+        }
+    }
+
+    /// The files under `prefix` (e.g. `console/`) of `filestore`.
+    pub fn from_filestore(filestore: Arc<dyn Filestore>, prefix: impl Into<String>) -> Self {
+        let mut prefix = prefix.into();
+        if !prefix.is_empty() && !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        StaticFiles {
+            source: Source::Store(filestore, prefix),
+        }
+    }
+
+    /// The file's content, `None` when there is none.
+    async fn read(&self, relative: &Path) -> Option<Vec<u8>> {
+        match &self.source {
+            Source::Dir(root) => {
+                let path = root.join(relative);
+                if !is_file(&path).await {
+                    return None;
+                }
+                match tokio::fs::read(&path).await {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        tracing::warn!(file = %path.display(), error = %e, "console file unreadable");
+                        None
+                    }
+                }
+            }
+            Source::Store(store, prefix) => {
+                let key = format!("{prefix}{}", relative.to_string_lossy());
+                match store.get(&key).await {
+                    Ok(object) => Some(object.data),
+                    Err(StoreError::NotFound(_)) => None,
+                    Err(e) => {
+                        tracing::warn!(file = %key, error = %e, "console file unreadable");
+                        None
+                    }
+                }
+            }
+        }
     }
 
     pub async fn serve(&self, path: &str, head_only: bool) -> Response<Bytes> {
         let Some(relative) = safe_relative(path) else {
             return plain(StatusCode::NOT_FOUND, "not found");
         };
-        let candidate = self.root.join(&relative);
-        let (file, is_index) = if !relative.as_os_str().is_empty() && is_file(&candidate).await {
-            (candidate, false)
-        } else if relative.extension().is_some() {
-            return plain(StatusCode::NOT_FOUND, "not found");
+        let found = if relative.as_os_str().is_empty() {
+            None
         } else {
-            (self.root.join("index.html"), true)
+            self.read(&relative).await
         };
-        let body = match tokio::fs::read(&file).await {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(file = %file.display(), error = %e, "console file unreadable");
+        let (file, body, is_index) = match found {
+            Some(body) => (relative, body, false),
+            None if relative.extension().is_some() => {
                 return plain(StatusCode::NOT_FOUND, "not found");
+            }
+            None => {
+                let index = PathBuf::from("index.html");
+                match self.read(&index).await {
+                    Some(body) => (index, body, true),
+                    None => return plain(StatusCode::NOT_FOUND, "the console has no index.html"),
+                }
             }
         };
         let mime = mime_guess::from_path(&file).first_or_octet_stream();
@@ -99,6 +155,40 @@ mod tests {
         assert_eq!(safe_relative("/"), Some(PathBuf::new()));
         assert_eq!(safe_relative("/../etc/passwd"), None);
         assert_eq!(safe_relative("/a/../../x"), None);
+    }
+
+    #[tokio::test]
+    async fn files_from_a_filestore_prefix() {
+        use wisp_store::PutCondition;
+        let dir = tempfile::tempdir().expect("dir");
+        let store = Arc::new(wisp_store_embedded::LocalFilestore::open(dir.path()).expect("store"));
+        for (path, body) in [
+            ("console/index.html", "<html>"),
+            ("console/assets/app.0123abcd.js", "app()"),
+            ("elsewhere/secret.txt", "no"),
+        ] {
+            store
+                .put(path, body.as_bytes().to_vec(), PutCondition::Any)
+                .await
+                .expect("put");
+        }
+        let files = StaticFiles::from_filestore(store, "console");
+        let page = files.serve("/deployments/42", false).await;
+        assert_eq!(page.status(), StatusCode::OK);
+        assert_eq!(page.body().as_ref(), b"<html>");
+        assert_eq!(page.headers()[header::CACHE_CONTROL], "no-cache");
+        let bundle = files.serve("/assets/app.0123abcd.js", false).await;
+        assert_eq!(bundle.body().as_ref(), b"app()");
+        assert!(
+            bundle.headers()[header::CACHE_CONTROL]
+                .to_str()
+                .unwrap_or("")
+                .contains("immutable")
+        );
+        let outside = files.serve("/../elsewhere/secret.txt", false).await;
+        assert_eq!(outside.status(), StatusCode::NOT_FOUND);
+        let missing = files.serve("/assets/gone.js", false).await;
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use wisp_proto::model;
-use wisp_services::web::rbac::{VIEWER, is_builtin_role};
+use wisp_services::web::rbac::{ADMIN, EDITOR, VIEWER, is_builtin_role};
 
 /// Claims upstream reads the user name, avatar and roles from, when the project names
 /// none.
@@ -247,6 +247,20 @@ impl OidcClient {
     }
 }
 
+/// Upstream's older team settings (`rbac.admin`, `.editor`, `.viewer`: one SSO group
+/// each), which act as user groups of the built-in roles.
+fn legacy_team_role(project: &model::Project, group: &str) -> Option<String> {
+    let rbac = project.rbac.as_ref()?;
+    [
+        (&rbac.admin, ADMIN),
+        (&rbac.editor, EDITOR),
+        (&rbac.viewer, VIEWER),
+    ]
+    .into_iter()
+    .find(|(team, _)| !team.is_empty() && team.as_str() == group)
+    .map(|(_, role)| role.to_string())
+}
+
 fn claim_strings(claims: &Map<String, Value>, key: &str) -> Vec<String> {
     match claims.get(key) {
         Some(Value::String(s)) if !s.is_empty() => vec![s.clone()],
@@ -300,6 +314,7 @@ pub fn user_from_claims(
                 .iter()
                 .find(|g| &g.sso_group == value)
                 .map(|g| g.role.clone())
+                .or_else(|| legacy_team_role(project, value))
         };
         if let Some(role) = role.filter(|r| !roles.contains(r)) {
             roles.push(role);
@@ -368,6 +383,30 @@ mod tests {
             user.roles,
             vec!["Editor".to_string(), "Deployer".to_string()]
         );
+    }
+
+    #[test]
+    fn legacy_team_settings_grant_built_in_roles() {
+        let oidc = model::project_sso_config::Oidc::default();
+        let mut p = project(&[], false);
+        p.rbac = Some(model::ProjectRbacConfig {
+            admin: "acme/admins".into(),
+            editor: String::new(),
+            viewer: "acme/all".into(),
+        });
+        let user = user_from_claims(
+            &claims(serde_json::json!({"username": "dee", "groups": ["acme/all", "acme/admins"]})),
+            &oidc,
+            &p,
+        )
+        .expect("a user");
+        assert_eq!(user.roles, vec!["Viewer".to_string(), "Admin".to_string()]);
+        let empty_team = user_from_claims(
+            &claims(serde_json::json!({"username": "eve", "groups": [""]})),
+            &oidc,
+            &p,
+        );
+        assert!(empty_team.is_err(), "an empty team name must match nobody");
     }
 
     #[test]

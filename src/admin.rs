@@ -39,6 +39,7 @@ pub async fn project(cmd: ProjectCommand) -> Result<(), CliError> {
         ProjectCommand::Add {
             id,
             desc,
+            shared_sso,
             stores,
             json,
         } => {
@@ -60,7 +61,15 @@ pub async fn project(cmd: ProjectCommand) -> Result<(), CliError> {
             }
             let username = wisp_auth::keys::generate_random_string(10);
             let password = wisp_auth::keys::generate_random_string(30);
-            let project = setup::new_project(&id, &desc, &username, &password)?;
+            let mut project = setup::new_project(&id, &desc, &username, &password)?;
+            if let Some(name) = shared_sso {
+                if opened.config.spec.shared_sso_config(&name).is_none() {
+                    return Err(usage(format!(
+                        "--shared-sso {name}: the config has no sharedSSOConfigs entry named {name}"
+                    )));
+                }
+                project.shared_sso_name = name;
+            }
             opened
                 .stores
                 .projects

@@ -4,6 +4,7 @@
 mod admin;
 mod cli;
 mod setup;
+mod simulate;
 
 use std::process::ExitCode;
 

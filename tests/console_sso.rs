@@ -1,6 +1,7 @@
-//! SSO login through OpenID Connect, end to end: `wisp serve`, the console's login form,
-//! and a fake identity provider this test runs (discovery document, JWKS with an RSA key,
-//! token endpoint issuing signed ID tokens with a groups claim).
+//! SSO login end to end: `wisp serve`, the console's login form, and fake identity
+//! providers this test runs: an OpenID Connect provider (discovery document, JWKS with an
+//! RSA key, token endpoint issuing signed ID tokens with a groups claim) and a GitHub
+//! (Enterprise) server (OAuth token endpoint, `/api/v3/user`, paged `/api/v3/user/teams`).
 
 mod support;
 
@@ -26,6 +27,31 @@ const CLIENT_ID: &str = "wisp-console";
 const CLIENT_SECRET: &str = "provider-secret";
 const GOOD_CODE: &str = "the-code";
 
+/// Serves HTTP/1.1 on `listener` with `handle`, until the test ends.
+fn serve<H, F>(listener: tokio::net::TcpListener, handle: H)
+where
+    H: Fn(hyper::Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = hyper::Response<Full<Bytes>>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let answer = handle(req);
+                    async move { Ok::<_, Infallible>(answer.await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+}
+
 /// What the provider puts in the next ID token.
 #[derive(Clone)]
 struct Provider {
@@ -44,22 +70,9 @@ impl Provider {
             claims: Arc::new(Mutex::new(serde_json::json!({}))),
         };
         let served = provider.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let p = served.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        let p = p.clone();
-                        async move { Ok::<_, Infallible>(p.handle(req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
+        serve(listener, move |req| {
+            let p = served.clone();
+            async move { p.handle(req).await }
         });
         provider
     }
@@ -162,11 +175,15 @@ async fn get_with_cookie(wisp: &Wisp, path: &str, cookie: &str) -> RawResponse {
 /// Starts an SSO login for the quickstart project; the provider URL it redirected to
 /// and the state cookie.
 async fn start_login(wisp: &Wisp) -> (String, String) {
+    start_login_for(wisp, QUICKSTART).await
+}
+
+async fn start_login_for(wisp: &Wisp, project: &str) -> (String, String) {
     let resp = wisp
         .http_post(
             "/auth/login",
             &[("content-type", "application/x-www-form-urlencoded")],
-            format!("project={QUICKSTART}").into_bytes(),
+            format!("project={project}").into_bytes(),
         )
         .await;
     assert_eq!(resp.status, http::StatusCode::FOUND, "{resp:?}");
@@ -227,7 +244,10 @@ async fn oidc_login_maps_groups_to_roles() {
     )
     .await;
     assert_eq!(resp.status, http::StatusCode::FOUND, "{resp:?}");
-    let token = cookie_value(set_cookie(&resp, "token").expect("a session")).to_string();
+    let session = set_cookie(&resp, "token").expect("a session");
+    // The project's session_ttl (24 hours) sets the session's lifetime.
+    assert!(session.contains("Max-Age=86400"), "{session}");
+    let token = cookie_value(session).to_string();
     let mut olivia = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
     assert_eq!(
         ok(olivia.get_me(web::GetMeRequest {}).await).subject,
@@ -280,4 +300,432 @@ async fn oidc_login_maps_groups_to_roles() {
     )
     .await;
     assert!(set_cookie(&resp, "token").is_none());
+}
+
+const GH_CLIENT_ID: &str = "gh-client";
+const GH_CLIENT_SECRET: &str = "gh-secret";
+const GH_TOKEN: &str = "gho_token";
+
+/// Team `(org, slug)` pairs, one list per page of `/user/teams`.
+type TeamPages = Vec<Vec<(&'static str, &'static str)>>;
+/// The forms the token endpoint received.
+type Forms = Vec<Vec<(String, String)>>;
+
+/// A fake GitHub Enterprise server: who logs in, their teams by page, and what the token
+/// endpoint was sent.
+#[derive(Clone)]
+struct FakeGithub {
+    addr: SocketAddr,
+    login: Arc<Mutex<String>>,
+    team_pages: Arc<Mutex<TeamPages>>,
+    token_requests: Arc<Mutex<Forms>>,
+}
+
+impl FakeGithub {
+    async fn start() -> FakeGithub {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake GitHub");
+        let fake = FakeGithub {
+            addr: listener.local_addr().expect("address"),
+            login: Arc::new(Mutex::new(String::new())),
+            team_pages: Arc::new(Mutex::new(Vec::new())),
+            token_requests: Arc::new(Mutex::new(Vec::new())),
+        };
+        let served = fake.clone();
+        serve(listener, move |req| {
+            let f = served.clone();
+            async move { f.handle(req).await }
+        });
+        fake
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    async fn handle(&self, req: hyper::Request<Incoming>) -> hyper::Response<Full<Bytes>> {
+        let path = req.uri().path().to_string();
+        let query = req.uri().query().unwrap_or_default().to_string();
+        let authorized = req
+            .headers()
+            .get("authorization")
+            .is_some_and(|v| v.as_bytes() == format!("Bearer {GH_TOKEN}").as_bytes())
+            && req.headers().contains_key("user-agent");
+        let body = req
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let json = |v: serde_json::Value| {
+            hyper::Response::builder()
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(v.to_string())))
+                .expect("response")
+        };
+        let status = |code: u16| {
+            hyper::Response::builder()
+                .status(code)
+                .body(Full::new(Bytes::new()))
+                .expect("response")
+        };
+        match path.as_str() {
+            "/login/oauth/access_token" => {
+                let form: Vec<(String, String)> =
+                    form_urlencoded::parse(&body).into_owned().collect();
+                let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+                self.token_requests
+                    .lock()
+                    .expect("requests")
+                    .push(form.clone());
+                if get("code").as_deref() != Some(GOOD_CODE)
+                    || get("client_id").as_deref() != Some(GH_CLIENT_ID)
+                    || get("client_secret").as_deref() != Some(GH_CLIENT_SECRET)
+                {
+                    // GitHub refuses a code with 200 and an error field.
+                    return json(serde_json::json!({
+                        "error": "bad_verification_code",
+                        "error_description": "The code passed is incorrect or expired.",
+                    }));
+                }
+                json(serde_json::json!({
+                    "access_token": GH_TOKEN, "token_type": "bearer", "scope": "read:org",
+                }))
+            }
+            _ if !authorized => status(401),
+            "/api/v3/user" => {
+                let login = self.login.lock().expect("login").clone();
+                json(serde_json::json!({
+                    "login": login,
+                    "avatar_url": format!("https://avatars.example/{login}"),
+                }))
+            }
+            "/api/v3/user/teams" => {
+                let page: usize = form_urlencoded::parse(query.as_bytes())
+                    .find(|(k, _)| k == "page")
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(1);
+                let pages = self.team_pages.lock().expect("teams").clone();
+                let teams: Vec<serde_json::Value> = pages
+                    .get(page - 1)
+                    .into_iter()
+                    .flatten()
+                    .map(|(org, slug)| serde_json::json!({"slug": slug, "organization": {"login": org}}))
+                    .collect();
+                let mut resp = json(serde_json::Value::Array(teams));
+                if page < pages.len() {
+                    let next = format!(
+                        "<{}api/v3/user/teams?per_page=100&page={}>; rel=\"next\"",
+                        self.base_url(),
+                        page + 1
+                    );
+                    resp.headers_mut()
+                        .insert("link", next.parse().expect("link header"));
+                }
+                resp
+            }
+            _ => status(404),
+        }
+    }
+}
+
+/// Completes a login at the callback with `code`: the session cookie as set, or the
+/// error cookie's text.
+async fn finish_login(wisp: &Wisp, state: &str, code: &str) -> Result<String, String> {
+    let resp = get_with_cookie(
+        wisp,
+        &format!("/auth/callback?code={code}&state={state}&project=ignored"),
+        &format!("state={state}"),
+    )
+    .await;
+    match set_cookie(&resp, "token") {
+        Some(c) => Ok(c.to_string()),
+        None => Err(set_cookie(&resp, "error")
+            .map(|c| cookie_value(c).to_string())
+            .unwrap_or_default()),
+    }
+}
+
+#[tokio::test]
+async fn github_login_maps_teams_through_user_groups() {
+    let github = FakeGithub::start().await;
+    let wisp = Wisp::start();
+    let admin = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&admin)).await;
+    ok(console
+        .update_project_sso_config(web::UpdateProjectSsoConfigRequest {
+            sso: Some(model::ProjectSsoConfig {
+                provider: model::project_sso_config::Provider::Github as i32,
+                // Upstream's validation wants a session lifetime (hours): a week.
+                session_ttl: 168,
+                github: Some(model::project_sso_config::GitHub {
+                    client_id: GH_CLIENT_ID.into(),
+                    client_secret: GH_CLIENT_SECRET.into(),
+                    base_url: github.base_url(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        })
+        .await);
+    ok(console
+        .add_project_user_group(web::AddProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+            role: "Editor".into(),
+        })
+        .await);
+
+    // octo's mapped team is on the second page of their teams.
+    *github.login.lock().expect("login") = "octo".into();
+    *github.team_pages.lock().expect("teams") = vec![vec![("acme", "dev")], vec![("acme", "ops")]];
+    let (location, state) = start_login(&wisp).await;
+    let authorize = format!("{}login/oauth/authorize?", github.base_url());
+    assert!(location.starts_with(&authorize), "{location}");
+    assert!(
+        location.contains(&format!("client_id={GH_CLIENT_ID}")),
+        "{location}"
+    );
+    assert!(location.contains("scope=read%3Aorg"), "{location}");
+    let session = finish_login(&wisp, &state, GOOD_CODE)
+        .await
+        .expect("octo logs in");
+    assert!(session.contains("Max-Age=604800"), "{session}");
+    let mut octo = wisp
+        .web_client(Via::GrpcWeb, Some(cookie_value(&session)))
+        .await;
+    let me = ok(octo.get_me(web::GetMeRequest {}).await);
+    assert_eq!(me.subject, "octo");
+    assert_eq!(me.avatar_url, "https://avatars.example/octo");
+    // Editor: can list applications, cannot manage API keys.
+    ok(octo
+        .list_applications(web::ListApplicationsRequest::default())
+        .await);
+    assert_status(
+        octo.list_api_keys(web::ListApiKeysRequest::default()).await,
+        Code::PermissionDenied,
+        "",
+    );
+    // The client secret went to the token endpoint, opened from its sealed form.
+    let sent = github.token_requests.lock().expect("requests").clone();
+    assert!(
+        sent.iter()
+            .any(|f| f.contains(&("client_secret".into(), GH_CLIENT_SECRET.into())))
+    );
+
+    // In no mapped team: refused, saying why.
+    *github.login.lock().expect("login") = "mallory".into();
+    *github.team_pages.lock().expect("teams") = vec![vec![("acme", "dev")]];
+    let (_, state) = start_login(&wisp).await;
+    let refused = finish_login(&wisp, &state, GOOD_CODE)
+        .await
+        .expect_err("mallory has no role");
+    assert!(refused.contains("mallory"), "{refused}");
+
+    // A code GitHub refuses (200 with an error field) gives no session.
+    *github.login.lock().expect("login") = "octo".into();
+    *github.team_pages.lock().expect("teams") = vec![vec![("acme", "ops")]];
+    let (_, state) = start_login(&wisp).await;
+    let refused = finish_login(&wisp, &state, "stolen")
+        .await
+        .expect_err("a refused code");
+    assert!(refused.contains("incorrect%20or%20expired"), "{refused}");
+}
+
+#[tokio::test]
+async fn shared_github_sso_from_the_config() {
+    let github = FakeGithub::start().await;
+    let dir = support::empty_data_dir();
+    let config = dir.path().join("control-plane.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n  address: https://wisp.example/\n  sharedSSOConfigs:\n    - name: corp\n      provider: GITHUB\n      sessionTtl: 2\n      github:\n        clientId: {GH_CLIENT_ID}\n        clientSecret: {GH_CLIENT_SECRET}\n        baseUrl: {}\n",
+            github.base_url()
+        ),
+    )
+    .expect("write the config");
+    let config = config.to_string_lossy().into_owned();
+    let unknown = support::run_cli(
+        dir.path(),
+        &[
+            "project",
+            "add",
+            "team",
+            "--shared-sso",
+            "nope",
+            "--config",
+            &config,
+        ],
+    );
+    assert_eq!(unknown.code, 2, "{unknown:?}");
+    assert!(unknown.stderr.contains("nope"), "{unknown:?}");
+    let added = support::run_cli(
+        dir.path(),
+        &[
+            "project",
+            "add",
+            "team",
+            "--shared-sso",
+            "corp",
+            "--config",
+            &config,
+            "--json",
+        ],
+    );
+    assert_eq!(added.code, 0, "{added:?}");
+    let added: serde_json::Value = serde_json::from_str(&added.stdout).expect("json");
+    let (username, password) = (
+        added["username"].as_str().expect("username").to_string(),
+        added["password"].as_str().expect("password").to_string(),
+    );
+
+    let wisp = Wisp::start_in(dir, &["--config".into(), config.into()]);
+    // Stray users are refused until the project allows them as Viewers; this project maps
+    // no team, so everyone is a stray.
+    *github.login.lock().expect("login") = "octo".into();
+    *github.team_pages.lock().expect("teams") = vec![vec![("acme", "ops")]];
+    let (location, state) = start_login_for(&wisp, "team").await;
+    // The callback is the configured address's, with the project.
+    assert!(
+        location
+            .contains("redirect_uri=https%3A%2F%2Fwisp.example%2Fauth%2Fcallback%3Fproject%3Dteam"),
+        "{location}"
+    );
+    let refused = finish_login(&wisp, &state, GOOD_CODE)
+        .await
+        .expect_err("no role in team");
+    assert!(refused.contains("octo"), "{refused}");
+    let sent = github.token_requests.lock().expect("requests").clone();
+    assert!(
+        sent.iter().all(|f| f.contains(&(
+            "redirect_uri".into(),
+            "https://wisp.example/auth/callback?project=team".into()
+        ))),
+        "{sent:?}"
+    );
+
+    // Once the project maps acme/ops, octo is an Editor there, for the shared config's
+    // session lifetime (2 hours).
+    let resp = wisp.login_static("team", &username, &password).await;
+    let admin = cookie_value(set_cookie(&resp, "token").expect("team admin")).to_string();
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&admin)).await;
+    ok(console
+        .add_project_user_group(web::AddProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+            role: "Editor".into(),
+        })
+        .await);
+    let (_, state) = start_login_for(&wisp, "team").await;
+    let session = finish_login(&wisp, &state, GOOD_CODE)
+        .await
+        .expect("octo logs in");
+    assert!(session.contains("Max-Age=7200"), "{session}");
+    let mut octo = wisp
+        .web_client(Via::GrpcWeb, Some(cookie_value(&session)))
+        .await;
+    let me = ok(octo.get_me(web::GetMeRequest {}).await);
+    assert_eq!(
+        (me.subject.as_str(), me.project_id.as_str()),
+        ("octo", "team")
+    );
+}
+
+/// A `CONNECT` proxy: records each request head, then relays bytes both ways.
+async fn start_connect_proxy() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the proxy");
+    let addr = listener.local_addr().expect("address");
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                return;
+            };
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if client.read_exact(&mut byte).await.is_err() {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = head
+                    .strip_prefix("CONNECT ")
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .map(str::to_string);
+                seen.lock().expect("heads").push(head);
+                let Some(target) = target else { return };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(target).await else {
+                    return;
+                };
+                if client
+                    .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                    .await
+                    .is_ok()
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    (addr, heads)
+}
+
+#[tokio::test]
+async fn github_login_goes_through_the_projects_proxy() {
+    let github = FakeGithub::start().await;
+    let (proxy, heads) = start_connect_proxy().await;
+    let wisp = Wisp::start();
+    let admin = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&admin)).await;
+    ok(console
+        .update_project_sso_config(web::UpdateProjectSsoConfigRequest {
+            sso: Some(model::ProjectSsoConfig {
+                provider: model::project_sso_config::Provider::Github as i32,
+                session_ttl: 1,
+                github: Some(model::project_sso_config::GitHub {
+                    client_id: GH_CLIENT_ID.into(),
+                    client_secret: GH_CLIENT_SECRET.into(),
+                    base_url: github.base_url(),
+                    proxy_url: format!("http://corp:s%40cret@{proxy}"),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        })
+        .await);
+    ok(console
+        .update_project_rbac_config(web::UpdateProjectRbacConfigRequest {
+            rbac: Some(model::ProjectRbacConfig {
+                viewer: "acme/all".into(),
+                ..Default::default()
+            }),
+        })
+        .await);
+    *github.login.lock().expect("login") = "octo".into();
+    *github.team_pages.lock().expect("teams") = vec![vec![("acme", "all")]];
+    let (_, state) = start_login(&wisp).await;
+    let session = finish_login(&wisp, &state, GOOD_CODE)
+        .await
+        .expect("octo logs in through the proxy");
+    let mut octo = wisp
+        .web_client(Via::GrpcWeb, Some(cookie_value(&session)))
+        .await;
+    assert_eq!(ok(octo.get_me(web::GetMeRequest {}).await).subject, "octo");
+    // Every call to GitHub was tunnelled, with the proxy's credentials.
+    let heads = heads.lock().expect("heads").clone();
+    let target = format!("CONNECT {} ", github.addr);
+    assert!(!heads.is_empty());
+    for head in &heads {
+        assert!(head.starts_with(&target), "{head}");
+        // base64("corp:s@cret")
+        assert!(head.contains("Basic Y29ycDpzQGNyZXQ="), "{head}");
+    }
 }

@@ -855,3 +855,139 @@ async fn sealed_secrets_events_and_the_remaining_pages() {
         .await);
     assert!(unregistered.applications.is_empty());
 }
+
+#[tokio::test]
+async fn a_plugin_applications_live_state_spans_its_deploy_targets() {
+    let wisp = Wisp::start();
+    let token = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    let registered = ok(console
+        .register_piped(web::RegisterPipedRequest {
+            name: "v1".into(),
+            desc: String::new(),
+        })
+        .await);
+    let piped = Piped {
+        project: QUICKSTART.into(),
+        id: registered.id.clone(),
+        key: registered.key.clone(),
+    };
+    let mut piped_client = wisp.piped_client(Via::Grpc, &piped).await;
+    report_meta(&mut piped_client).await;
+    let targets = |t: &[&str]| model::DeployTargets {
+        deploy_targets: t.iter().map(|s| s.to_string()).collect(),
+    };
+    let app_id = ok(console
+        .add_application(web::AddApplicationRequest {
+            name: "multi".into(),
+            piped_id: piped.id.clone(),
+            git_path: Some(model::ApplicationGitPath {
+                repo: Some(model::ApplicationGitRepository {
+                    id: "examples".into(),
+                    ..Default::default()
+                }),
+                path: "apps/multi".into(),
+                ..Default::default()
+            }),
+            deploy_targets_by_plugin: [
+                ("kubernetes".to_string(), targets(&["east", "west"])),
+                ("terraform".to_string(), targets(&["infra"])),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        })
+        .await)
+    .application_id;
+
+    // The piped reports every plugin's resources on every target in one snapshot, in
+    // whatever order its plugins answered.
+    let resource =
+        |id: &str, plugin: &str, target: &str, health: model::resource_state::HealthStatus| {
+            model::ResourceState {
+                id: id.into(),
+                name: id.into(),
+                plugin_name: plugin.into(),
+                deploy_target: target.into(),
+                health_status: health as i32,
+                created_at: fixtures::now(),
+                updated_at: fixtures::now(),
+                ..Default::default()
+            }
+        };
+    use model::resource_state::HealthStatus::{Healthy, Unhealthy};
+    let report =
+        |resources: Vec<model::ResourceState>, at: i64| ps::ReportApplicationLiveStateRequest {
+            snapshot: Some(model::ApplicationLiveStateSnapshot {
+                application_id: app_id.clone(),
+                piped_id: piped.id.clone(),
+                project_id: QUICKSTART.into(),
+                version: Some(model::ApplicationLiveStateVersion {
+                    timestamp: at,
+                    index: 0,
+                }),
+                application_live_state: Some(model::ApplicationLiveState {
+                    resources,
+                    health_status: 0,
+                }),
+                ..Default::default()
+            }),
+        };
+    ok(piped_client
+        .report_application_live_state(report(
+            vec![
+                resource("tf-vpc", "terraform", "infra", Healthy),
+                resource("west-deploy", "kubernetes", "west", Unhealthy),
+                resource("east-deploy", "kubernetes", "east", Healthy),
+                resource("east-svc", "kubernetes", "east", Healthy),
+            ],
+            fixtures::now(),
+        ))
+        .await);
+    let snapshot = ok(console
+        .get_application_live_state(web::GetApplicationLiveStateRequest {
+            application_id: app_id.clone(),
+        })
+        .await)
+    .snapshot
+    .expect("a snapshot");
+    let live = snapshot.application_live_state.clone().expect("live state");
+    let ids: Vec<&str> = live.resources.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["east-deploy", "east-svc", "west-deploy", "tf-vpc"]);
+    assert_eq!(
+        snapshot.health_status,
+        model::application_live_state_snapshot::Status::Unhealthy as i32,
+        "one unhealthy target makes the application unhealthy"
+    );
+    assert_eq!(
+        live.health_status,
+        model::application_live_state::Status::Other as i32
+    );
+
+    // The next report replaces the state: a target that became healthy shows it.
+    ok(piped_client
+        .report_application_live_state(report(
+            vec![
+                resource("west-deploy", "kubernetes", "west", Healthy),
+                resource("east-deploy", "kubernetes", "east", Healthy),
+            ],
+            fixtures::now() + 60,
+        ))
+        .await);
+    let snapshot = ok(console
+        .get_application_live_state(web::GetApplicationLiveStateRequest {
+            application_id: app_id.clone(),
+        })
+        .await)
+    .snapshot
+    .expect("a snapshot");
+    assert_eq!(
+        snapshot.health_status,
+        model::application_live_state_snapshot::Status::Healthy as i32
+    );
+    let ids: Vec<String> = snapshot
+        .application_live_state
+        .map(|l| l.resources.into_iter().map(|r| r.id).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["east-deploy", "west-deploy"]);
+}

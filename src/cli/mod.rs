@@ -4,6 +4,7 @@ mod aws;
 mod bridge;
 mod migrate;
 mod serve;
+mod simulate;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,6 +51,9 @@ pub enum Command {
     /// Set up the AWS stores a config names (DynamoDB table, S3 bucket).
     #[command(subcommand)]
     Aws(aws::AwsCommand),
+    /// Drive a running control plane with a fleet of simulated pipeds at upstream's
+    /// cadence; report calls, latencies, failures and a monthly AWS cost projection.
+    Simulate(simulate::SimulateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +91,10 @@ pub enum ProjectCommand {
         id: String,
         #[arg(long, default_value = "")]
         desc: String,
+        /// Log in through this entry of the config's `sharedSSOConfigs` (its client
+        /// secret stays in the config, not in the project).
+        #[arg(long, value_name = "NAME")]
+        shared_sso: Option<String>,
         #[command(flatten)]
         stores: StoreArgs,
         #[arg(long)]
@@ -242,5 +250,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Bridge(args) => bridge::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
         Command::Aws(cmd) => aws::run(cmd).await,
+        Command::Simulate(args) => simulate::run(args).await,
     }
 }

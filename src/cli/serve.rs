@@ -60,7 +60,9 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     }
     let mut console = wisp_console::Console::new(web_api.clone(), session_signer.clone())
         .insecure_cookie(args.insecure_cookie)
-        .with_sso_key(*encryption_key.aes_key());
+        .with_sso_key(*encryption_key.aes_key())
+        .with_address(opened.config.spec.address.as_deref().unwrap_or_default())
+        .with_shared_sso(&opened.config.spec.shared_sso_configs);
     if let Some(dir) = &args.web_dir {
         console = console.with_static_dir(dir);
     }

@@ -88,7 +88,11 @@ impl Wisp {
 impl Wisp {
     /// [`Wisp::start`] with extra `wisp serve` flags (e.g. `--web-dir`).
     pub fn start_with_serve_args(args: &[std::ffi::OsString]) -> Wisp {
-        let dir = tempfile::tempdir().expect("create a data dir");
+        Self::start_in(tempfile::tempdir().expect("create a data dir"), args)
+    }
+
+    /// `wisp serve` on a data directory prepared beforehand (e.g. by admin commands).
+    pub fn start_in(dir: tempfile::TempDir, args: &[std::ffi::OsString]) -> Wisp {
         let server = super::Server::start_with(dir.path(), args, &[]);
         Wisp {
             server: Some(server),

@@ -20,8 +20,10 @@ async fn main() -> Result<(), lambda_http::Error> {
 
     let signer = boot.session_signer()?;
     let insecure = std::env::var("WISP_INSECURE_COOKIE").is_ok_and(|v| v == "true");
-    let mut console =
-        wisp_console::Console::new(Arc::new(boot.web_api()), signer).insecure_cookie(insecure);
+    let mut console = wisp_console::Console::new(Arc::new(boot.web_api()), signer)
+        .insecure_cookie(insecure)
+        .with_address(&boot.web_base_url())
+        .with_shared_sso(&boot.config.spec.shared_sso_configs);
     if let Some(key) = boot.sso_key() {
         console = console.with_sso_key(key);
     }

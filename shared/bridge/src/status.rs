@@ -32,6 +32,34 @@ impl Code {
         self as i32
     }
 
+    /// The code with number `n`; numbers outside the protocol are UNKNOWN, as gRPC
+    /// treats them.
+    pub fn from_i32(n: i32) -> Code {
+        const ALL: [Code; 17] = [
+            Code::Ok,
+            Code::Cancelled,
+            Code::Unknown,
+            Code::InvalidArgument,
+            Code::DeadlineExceeded,
+            Code::NotFound,
+            Code::AlreadyExists,
+            Code::PermissionDenied,
+            Code::ResourceExhausted,
+            Code::FailedPrecondition,
+            Code::Aborted,
+            Code::OutOfRange,
+            Code::Unimplemented,
+            Code::Internal,
+            Code::Unavailable,
+            Code::DataLoss,
+            Code::Unauthenticated,
+        ];
+        usize::try_from(n)
+            .ok()
+            .and_then(|i| ALL.get(i).copied())
+            .unwrap_or(Code::Unknown)
+    }
+
     /// The canonical name, as logs and other gRPC tools print it.
     pub fn name(self) -> &'static str {
         match self {

@@ -4,19 +4,26 @@
 //! for every client-side route. Transport-free: a whole request in, a whole response
 //! out; [`ConsoleLayer`] mounts it in front of the gRPC routes.
 
+pub mod github;
 mod layer;
 pub mod oidc;
+mod provider;
 mod static_files;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use wisp_auth::{SESSION_COOKIE, SessionSigner, WebCaller};
+use wisp_proto::model::ProjectSsoConfig;
+use wisp_proto::model::project_sso_config::{self, Provider};
 use wisp_services::ServiceError;
 use wisp_services::web::WebApi;
 use wisp_services::web::rbac::ADMIN;
+
+use crate::oidc::SsoError;
 
 pub use layer::{ConsoleLayer, ConsoleService};
 pub use static_files::StaticFiles;
@@ -44,6 +51,25 @@ pub struct Console {
     files: Option<StaticFiles>,
     /// Opens the SSO client secrets stored in projects (the encryption key's AES key).
     sso_key: Option<[u8; 32]>,
+    /// `<address>/auth/callback`, the OAuth redirect for GitHub logins.
+    callback_url: Option<String>,
+    /// The config's `sharedSSOConfigs` by name, secrets in clear.
+    shared_sso: HashMap<String, ProjectSsoConfig>,
+}
+
+/// A project's SSO settings ready for a login: the provider's section with the client
+/// id and secret opened.
+enum Sso {
+    Oidc(project_sso_config::Oidc),
+    Github(project_sso_config::GitHub),
+}
+
+struct ResolvedSso {
+    sso: Sso,
+    client_id: String,
+    client_secret: String,
+    /// `session_ttl` hours, when set.
+    session_ttl: Option<std::time::Duration>,
 }
 
 impl Console {
@@ -54,7 +80,26 @@ impl Console {
             insecure_cookie: false,
             files: None,
             sso_key: None,
+            callback_url: None,
+            shared_sso: HashMap::new(),
         }
+    }
+
+    /// The control plane's public address (`spec.address`): GitHub logins come back to
+    /// `<address>/auth/callback`.
+    pub fn with_address(mut self, address: &str) -> Self {
+        let address = address.trim().trim_end_matches('/');
+        self.callback_url = (!address.is_empty()).then(|| format!("{address}{CALLBACK_PATH}"));
+        self
+    }
+
+    /// The config's shared SSO settings, which projects name in `shared_sso_name`.
+    pub fn with_shared_sso(mut self, configs: &[wisp_config::SharedSsoConfig]) -> Self {
+        self.shared_sso = configs
+            .iter()
+            .map(|c| (c.name.clone(), shared_sso_as_model(c)))
+            .collect();
+        self
     }
 
     /// Enables SSO login with the key that opens the projects' stored client secrets.
@@ -189,7 +234,7 @@ impl Console {
             Ok(p) => p,
             Err(_) => return self.error_redirect(&format!("Unable to find project {project_id}")),
         };
-        let (oidc, client_id, _) = match self.oidc_settings(&project) {
+        let resolved = match self.sso_settings(&project) {
             Ok(s) => s,
             Err(e) => return self.error_redirect(&e.to_string()),
         };
@@ -204,11 +249,23 @@ impl Console {
             Ok(s) => s,
             Err(_) => return self.error_redirect("Internal error"),
         };
-        let client = match oidc::OidcClient::new() {
-            Ok(c) => c,
-            Err(e) => return self.error_redirect(&e.to_string()),
+        let url = match &resolved.sso {
+            Sso::Oidc(oidc) => match oidc::OidcClient::new(&oidc.proxy_url) {
+                Ok(client) => {
+                    client
+                        .authorization_url(oidc, &resolved.client_id, &state)
+                        .await
+                }
+                Err(e) => Err(e),
+            },
+            Sso::Github(gh) => github::authorization_url(
+                gh,
+                &resolved.client_id,
+                self.github_redirect(&project.id).as_deref(),
+                &state,
+            ),
         };
-        match client.authorization_url(&oidc, &client_id, &state).await {
+        match url {
             Ok(url) => {
                 let mut resp = Response::new(Bytes::new());
                 *resp.status_mut() = StatusCode::FOUND;
@@ -229,6 +286,14 @@ impl Console {
                 self.error_redirect(&e.to_string())
             }
         }
+    }
+
+    /// GitHub's `redirect_uri`: the callback with the project, as upstream.
+    fn github_redirect(&self, project_id: &str) -> Option<String> {
+        let project: String = form_urlencoded::byte_serialize(project_id.as_bytes()).collect();
+        self.callback_url
+            .as_ref()
+            .map(|c| format!("{c}?project={project}"))
     }
 
     async fn sso_callback(&self, req: Request<Bytes>) -> Response<Bytes> {
@@ -255,17 +320,39 @@ impl Console {
                     .error_redirect(&format!("Unable to find project {}", started.project_id));
             }
         };
-        let (oidc, client_id, client_secret) = match self.oidc_settings(&project) {
+        let resolved = match self.sso_settings(&project) {
             Ok(s) => s,
             Err(e) => return self.error_redirect(&e.to_string()),
         };
-        let user = match oidc::OidcClient::new() {
-            Ok(client) => {
-                client
-                    .user(&oidc, &client_id, &client_secret, code, &project)
-                    .await
-            }
-            Err(e) => Err(e),
+        let user = match &resolved.sso {
+            Sso::Oidc(oidc) => match oidc::OidcClient::new(&oidc.proxy_url) {
+                Ok(client) => {
+                    client
+                        .user(
+                            oidc,
+                            &resolved.client_id,
+                            &resolved.client_secret,
+                            code,
+                            &project,
+                        )
+                        .await
+                }
+                Err(e) => Err(e),
+            },
+            Sso::Github(gh) => match github::GithubClient::new(gh) {
+                Ok(client) => {
+                    client
+                        .user(
+                            &resolved.client_id,
+                            &resolved.client_secret,
+                            code,
+                            self.github_redirect(&project.id).as_deref(),
+                            &project,
+                        )
+                        .await
+                }
+                Err(e) => Err(e),
+            },
         };
         let user = match user {
             Ok(u) => u,
@@ -280,7 +367,11 @@ impl Console {
             project_id: project.id.clone(),
             roles: user.roles,
         };
-        let Ok(token) = self.signer.sign(&caller) else {
+        let signer = match resolved.session_ttl {
+            Some(ttl) => self.signer.clone().with_ttl(ttl),
+            None => self.signer.clone(),
+        };
+        let Ok(token) = signer.sign(&caller) else {
             return self.error_redirect("Internal error");
         };
         tracing::info!(project = %project.id, user = %caller.subject, roles = ?caller.roles, "SSO user logged in");
@@ -289,7 +380,7 @@ impl Console {
             &mut resp,
             &format!(
                 "{SESSION_COOKIE}={token}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict",
-                self.signer.ttl().as_secs()
+                signer.ttl().as_secs()
             ),
         );
         self.set_cookie(
@@ -299,35 +390,69 @@ impl Console {
         resp
     }
 
-    /// The project's OIDC settings with the client id and secret opened.
-    fn oidc_settings(
-        &self,
-        project: &wisp_proto::model::Project,
-    ) -> Result<(wisp_proto::model::project_sso_config::Oidc, String, String), oidc::SsoError> {
-        use wisp_proto::model::project_sso_config::Provider;
-        let sso = project.sso.as_ref().ok_or_else(|| {
-            oidc::SsoError::Config("Single sign-on is not configured for this project".into())
-        })?;
-        if sso.provider != Provider::Oidc as i32 {
-            return Err(oidc::SsoError::Config(
-                "Only OIDC single sign-on is available on this control plane".into(),
-            ));
-        }
-        let settings = sso.oidc.clone().ok_or_else(|| {
-            oidc::SsoError::Config("The project's OIDC settings are missing".into())
-        })?;
-        let key = self
-            .sso_key
-            .as_ref()
-            .ok_or_else(|| oidc::SsoError::Config("Single sign-on is not enabled".into()))?;
-        let open = |v: &str| {
-            wisp_services::web::unseal(key, v).map_err(|_| {
-                oidc::SsoError::Config("The project's SSO secrets are unreadable".into())
-            })
+    /// The SSO settings a login of `project` uses: the shared configuration it names
+    /// (`shared_sso_name`, secrets in clear in the config), else its own (secrets sealed
+    /// with the encryption key).
+    fn sso_settings(&self, project: &wisp_proto::model::Project) -> Result<ResolvedSso, SsoError> {
+        let config = |m: &str| SsoError::Config(m.to_string());
+        let (sso, sealed) =
+            if project.shared_sso_name.is_empty() {
+                let sso = project
+                    .sso
+                    .as_ref()
+                    .ok_or_else(|| config("Single sign-on is not configured for this project"))?;
+                (sso, true)
+            } else {
+                let sso = self.shared_sso.get(&project.shared_sso_name).ok_or_else(|| {
+                SsoError::Config(format!(
+                    "The shared SSO configuration {:?} is not in the control plane's config",
+                    project.shared_sso_name
+                ))
+            })?;
+                (sso, false)
+            };
+        let open = |v: &str| -> Result<String, SsoError> {
+            match (sealed, &self.sso_key) {
+                (false, _) => Ok(v.to_string()),
+                (true, Some(key)) => wisp_services::web::unseal(key, v)
+                    .map_err(|_| config("The project's SSO secrets are unreadable")),
+                (true, None) => Err(config("Single sign-on is not enabled")),
+            }
         };
-        let client_id = open(&settings.client_id)?;
-        let client_secret = open(&settings.client_secret)?;
-        Ok((settings, client_id, client_secret))
+        let session_ttl = u64::try_from(sso.session_ttl)
+            .ok()
+            .filter(|h| *h > 0)
+            .map(|h| std::time::Duration::from_secs(h.saturating_mul(3600)));
+        let (sso, client_id, client_secret) = match Provider::try_from(sso.provider) {
+            Ok(Provider::Oidc) => {
+                let s = sso
+                    .oidc
+                    .clone()
+                    .ok_or_else(|| config("The project's OIDC settings are missing"))?;
+                let (id, secret) = (open(&s.client_id)?, open(&s.client_secret)?);
+                (Sso::Oidc(s), id, secret)
+            }
+            Ok(Provider::Github) => {
+                let s = sso
+                    .github
+                    .clone()
+                    .ok_or_else(|| config("The project's GitHub settings are missing"))?;
+                let (id, secret) = (open(&s.client_id)?, open(&s.client_secret)?);
+                (Sso::Github(s), id, secret)
+            }
+            Ok(Provider::Google) => {
+                return Err(config(
+                    "Google single sign-on is not available (upstream PipeCD has none either); use OIDC",
+                ));
+            }
+            Err(_) => return Err(config("The project's SSO provider is unknown")),
+        };
+        Ok(ResolvedSso {
+            sso,
+            client_id,
+            client_secret,
+            session_ttl,
+        })
     }
 
     fn logout(&self) -> Response<Bytes> {
@@ -399,4 +524,46 @@ pub(crate) fn plain(status: StatusCode, text: &'static str) -> Response<Bytes> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     resp
+}
+
+/// A `sharedSSOConfigs` entry in the model's shape, secrets in clear.
+fn shared_sso_as_model(c: &wisp_config::SharedSsoConfig) -> ProjectSsoConfig {
+    use wisp_config::SsoProvider;
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    ProjectSsoConfig {
+        provider: match c.provider {
+            SsoProvider::Github => Provider::Github,
+            SsoProvider::Google => Provider::Google,
+            SsoProvider::Oidc => Provider::Oidc,
+        } as i32,
+        session_ttl: c
+            .session_ttl
+            .and_then(|h| i64::try_from(h).ok())
+            .unwrap_or(0),
+        github: c.github.as_ref().map(|g| project_sso_config::GitHub {
+            client_id: g.client_id.clone(),
+            client_secret: g.client_secret.expose().to_string(),
+            base_url: text(&g.base_url),
+            upload_url: text(&g.upload_url),
+            proxy_url: text(&g.proxy_url),
+        }),
+        google: c.google.as_ref().map(|g| project_sso_config::Google {
+            client_id: g.client_id.clone(),
+            client_secret: g.client_secret.expose().to_string(),
+        }),
+        oidc: c.oidc.as_ref().map(|o| project_sso_config::Oidc {
+            client_id: o.client_id.clone(),
+            client_secret: o.client_secret.expose().to_string(),
+            issuer: o.issuer.clone(),
+            redirect_uri: text(&o.redirect_uri),
+            authorization_endpoint: text(&o.authorization_endpoint),
+            token_endpoint: text(&o.token_endpoint),
+            user_info_endpoint: text(&o.user_info_endpoint),
+            proxy_url: text(&o.proxy_url),
+            scopes: o.scopes.clone(),
+            roles_claim_key: text(&o.roles_claim_key),
+            username_claim_key: text(&o.username_claim_key),
+            avatar_url_claim_key: text(&o.avatar_url_claim_key),
+        }),
+    }
 }

@@ -3,20 +3,16 @@
 //! token, checks it against the provider's keys, and maps its role claims to the
 //! project's roles.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::{Method, Request, header};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::Full;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use wisp_proto::model;
 use wisp_services::web::rbac::{ADMIN, EDITOR, VIEWER, is_builtin_role};
+
+use crate::provider::ProviderClient;
 
 /// Claims upstream reads the user name, avatar and roles from, when the project names
 /// none.
@@ -29,10 +25,6 @@ const ROLE_CLAIMS: [&str; 5] = [
     "custom:roles",
     "custom:groups",
 ];
-/// How long a call to the provider may take.
-const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest provider answer read.
-const MAX_PROVIDER_BODY: usize = 1024 * 1024;
 
 /// Why an SSO login failed; the text goes to the login page's `error` cookie.
 #[derive(Debug, thiserror::Error)]
@@ -85,63 +77,23 @@ struct Jwk {
     e: String,
 }
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// Talks to OIDC providers over HTTPS (or HTTP, for a provider on loopback).
+/// Talks to OIDC providers.
 #[derive(Clone)]
 pub struct OidcClient {
-    http: Arc<HttpsClient>,
+    http: ProviderClient,
 }
 
 impl OidcClient {
-    pub fn new() -> Result<Self, SsoError> {
-        let mut roots = rustls::RootCertStore::empty();
-        let found = rustls_native_certs::load_native_certs();
-        let _ = roots.add_parsable_certificates(found.certs);
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| SsoError::Config(format!("TLS: {e}")))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(PROVIDER_TIMEOUT));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+    /// A client for providers reached directly, or through the HTTP proxy `proxy_url`
+    /// (the project's `oidc.proxy_url`) when it is not empty.
+    pub fn new(proxy_url: &str) -> Result<Self, SsoError> {
         Ok(OidcClient {
-            http: Arc::new(Client::builder(TokioExecutor::new()).build(https)),
+            http: ProviderClient::new(proxy_url)?,
         })
     }
 
-    async fn call(&self, req: Request<Full<Bytes>>) -> Result<Bytes, SsoError> {
-        let uri = req.uri().to_string();
-        let resp = tokio::time::timeout(PROVIDER_TIMEOUT, self.http.request(req))
-            .await
-            .map_err(|_| SsoError::Provider(format!("{uri}: no answer")))?
-            .map_err(|e| SsoError::Provider(format!("{uri}: {e}")))?;
-        let status = resp.status();
-        let body = http_body_util::Limited::new(resp.into_body(), MAX_PROVIDER_BODY)
-            .collect()
-            .await
-            .map_err(|e| SsoError::Provider(format!("{uri}: {e}")))?
-            .to_bytes();
-        if !status.is_success() {
-            return Err(SsoError::Provider(format!("{uri}: HTTP {status}")));
-        }
-        Ok(body)
-    }
-
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, url: &str) -> Result<T, SsoError> {
-        let req = Request::get(url)
-            .header(header::ACCEPT, "application/json")
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| SsoError::Config(format!("{url}: {e}")))?;
-        let body = self.call(req).await?;
-        serde_json::from_slice(&body).map_err(|e| SsoError::Provider(format!("{url}: {e}")))
+        Ok(self.http.get_json(url, &[]).await?.1)
     }
 
     async fn discover(
@@ -216,7 +168,7 @@ impl OidcClient {
             .header(header::ACCEPT, "application/json")
             .body(Full::new(Bytes::from(form)))
             .map_err(|e| SsoError::Config(format!("token endpoint: {e}")))?;
-        let body = self.call(req).await?;
+        let (_, body) = self.http.call(req).await?;
         let token: TokenResponse = serde_json::from_slice(&body)
             .map_err(|e| SsoError::Provider(format!("token response: {e}")))?;
 
@@ -249,7 +201,7 @@ impl OidcClient {
 
 /// Upstream's older team settings (`rbac.admin`, `.editor`, `.viewer`: one SSO group
 /// each), which act as user groups of the built-in roles.
-fn legacy_team_role(project: &model::Project, group: &str) -> Option<String> {
+pub(crate) fn legacy_team_role(project: &model::Project, group: &str) -> Option<String> {
     let rbac = project.rbac.as_ref()?;
     [
         (&rbac.admin, ADMIN),

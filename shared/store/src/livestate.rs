@@ -45,9 +45,20 @@ impl LiveStateStore {
         let app_id = snapshot.application_id.as_str();
         check_segment("application id", app_id)?;
         let data = to_json("live state snapshot", snapshot)?;
-        self.filestore
-            .put(&live_state_path(app_id), data.clone(), PutCondition::Any)
-            .await?;
+        // A piped re-sends every application's whole state every few minutes, nearly
+        // always unchanged. When only the version moved, the object is not rewritten (an
+        // S3 PUT costs twelve GETs); the cache gets the new version. Events older than
+        // the stored version are still skipped by `patch`, and an event between the two
+        // versions can only repeat what both snapshots already hold.
+        let unchanged = match self.get(app_id).await {
+            Ok(stored) => same_state(&stored, snapshot),
+            Err(_) => false,
+        };
+        if !unchanged {
+            self.filestore
+                .put(&live_state_path(app_id), data.clone(), PutCondition::Any)
+                .await?;
+        }
         cache_put(
             self.cache.as_ref(),
             &live_state_cache_key(app_id),
@@ -139,6 +150,16 @@ impl LiveStateStore {
         }
         Ok(())
     }
+}
+
+/// Whether two snapshots hold the same state, whatever their versions.
+fn same_state(a: &ApplicationLiveStateSnapshot, b: &ApplicationLiveStateSnapshot) -> bool {
+    a.version.is_some()
+        && b.version.is_some()
+        && ApplicationLiveStateSnapshot {
+            version: b.version,
+            ..a.clone()
+        } == *b
 }
 
 fn is_before(a: &ApplicationLiveStateVersion, b: &ApplicationLiveStateVersion) -> bool {

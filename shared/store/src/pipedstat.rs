@@ -71,10 +71,73 @@ fn decode_cached(data: &[u8]) -> Result<PipedStat> {
     })
 }
 
-fn decode_record(record: &Record) -> Result<PipedStat> {
-    PipedStat::decode(record.data.as_slice()).map_err(|e| {
-        StoreError::Internal(format!("corrupt {} {}: {e}", Kind::PipedStat, record.id))
+/// Stored metrics longer than this are gzip-compressed: DynamoDB bills a write per KB,
+/// and a piped's Prometheus text (about 5 KB each minute) shrinks to about a fifth.
+const COMPRESS_ABOVE_BYTES: usize = 512;
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+/// Bound on decompressed metrics (the gRPC message limit is 4 MB).
+const MAX_METRICS_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The record's data: the stat with its metrics compressed when that pays. Metrics that
+/// start like gzip are always compressed, so the reader can tell the two apart.
+fn encode_record_data(stat: &PipedStat) -> Vec<u8> {
+    use std::io::Write;
+    let raw = &stat.metrics;
+    let must = raw.starts_with(&GZIP_MAGIC);
+    if !must && raw.len() <= COMPRESS_ABOVE_BYTES {
+        return stat.encode_to_vec();
+    }
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    match encoder.write_all(raw).and_then(|()| encoder.finish()) {
+        Ok(gz) if must || gz.len() < raw.len() => PipedStat {
+            metrics: gz,
+            ..stat.clone()
+        }
+        .encode_to_vec(),
+        Ok(_) => stat.encode_to_vec(),
+        Err(e) => {
+            // Writing to memory does not fail; if it ever does, store the metrics as
+            // they came unless that would be ambiguous.
+            tracing::warn!(error = %e, "piped stat metrics not compressed");
+            if must {
+                PipedStat {
+                    metrics: Vec::new(),
+                    ..stat.clone()
+                }
+                .encode_to_vec()
+            } else {
+                stat.encode_to_vec()
+            }
+        }
+    }
+}
+
+/// Bytes the datastore record of a stat with `metrics` holds (its data, before the key
+/// and attributes around it): what the cost of a ReportStat write follows.
+pub fn stored_data_bytes(piped_id: &str, metrics: &[u8]) -> usize {
+    encode_record_data(&PipedStat {
+        piped_id: piped_id.to_string(),
+        metrics: metrics.to_vec(),
+        timestamp: now_unix(),
     })
+    .len()
+}
+
+fn decode_record(record: &Record) -> Result<PipedStat> {
+    use std::io::Read;
+    let corrupt = |e: &dyn std::fmt::Display| {
+        StoreError::Internal(format!("corrupt {} {}: {e}", Kind::PipedStat, record.id))
+    };
+    let mut stat = PipedStat::decode(record.data.as_slice()).map_err(|e| corrupt(&e))?;
+    if stat.metrics.starts_with(&GZIP_MAGIC) {
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(stat.metrics.as_slice())
+            .take(MAX_METRICS_BYTES)
+            .read_to_end(&mut raw)
+            .map_err(|e| corrupt(&e))?;
+        stat.metrics = raw;
+    }
+    Ok(stat)
 }
 
 #[derive(Clone)]
@@ -110,11 +173,12 @@ impl PipedStatStore {
             metrics,
             timestamp,
         };
+        let data = encode_record_data(&stat);
         let record = |version: u64| Record {
             id: piped_id.to_string(),
             project_id: project_id.to_string(),
             version,
-            data: stat.encode_to_vec(),
+            data: data.clone(),
             indexes: Default::default(),
             expires_at: Some(timestamp.saturating_add(PIPED_STAT_EXPIRY_SECS)),
         };
@@ -224,5 +288,75 @@ impl PipedStatStore {
             }
             (c, None) => Ok(c),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(metrics: Vec<u8>) -> (Record, PipedStat) {
+        let stat = PipedStat {
+            piped_id: "p".into(),
+            metrics,
+            timestamp: 7,
+        };
+        let record = Record {
+            id: "p".into(),
+            project_id: "proj".into(),
+            version: 1,
+            data: encode_record_data(&stat),
+            indexes: Default::default(),
+            expires_at: None,
+        };
+        (record, stat)
+    }
+
+    #[test]
+    fn large_metrics_are_stored_compressed_and_read_back_whole() {
+        let text: String = (0..200)
+            .map(|i| {
+                format!("pipecd_piped_process_cpu_seconds_total{{piped=\"p\",n=\"{i}\"}} {i}.5\n")
+            })
+            .collect();
+        let (record, stat) = stored(text.into_bytes());
+        assert!(
+            record.data.len() * 3 < stat.metrics.len(),
+            "{} bytes stored for {}",
+            record.data.len(),
+            stat.metrics.len()
+        );
+        assert_eq!(decode_record(&record).expect("decodes"), stat);
+    }
+
+    #[test]
+    fn small_metrics_and_gzip_lookalikes_round_trip_exactly() {
+        for metrics in [
+            b"up 1\n".to_vec(),
+            Vec::new(),
+            vec![0x1f, 0x8b, 1, 2, 3],
+            vec![0x1f, 0x8b],
+        ] {
+            let (record, stat) = stored(metrics);
+            assert_eq!(decode_record(&record).expect("decodes"), stat);
+        }
+    }
+
+    #[test]
+    fn records_written_before_compression_still_read() {
+        let stat = PipedStat {
+            piped_id: "p".into(),
+            metrics: vec![b'x'; 4096],
+            timestamp: 7,
+        };
+        let record = Record {
+            id: "p".into(),
+            project_id: "proj".into(),
+            version: 1,
+            data: stat.encode_to_vec(),
+            indexes: Default::default(),
+            expires_at: None,
+        };
+        assert_eq!(decode_record(&record).expect("decodes"), stat);
     }
 }

@@ -512,6 +512,49 @@ async fn live_state_round_trip() {
             value["kubernetes"]["resources"][1]["id"],
             serde_json::json!("r2")
         );
+
+        // The same state again under a newer version: the object is not rewritten, and
+        // readers see the newer version.
+        let mut again = snap.clone();
+        again.version = Some(ApplicationLiveStateVersion {
+            timestamp: snap.version.map_or(0, |v| v.timestamp) + 600,
+            index: 0,
+        });
+        live.put(&again).await.expect(name);
+        let after = env
+            .stores
+            .filestore
+            .get("application-live-state/app-1.json")
+            .await
+            .expect(name);
+        assert_eq!(
+            after.etag, raw.etag,
+            "{name}: an unchanged state is not rewritten"
+        );
+        let read = live.get("app-1").await.expect(name);
+        assert_eq!(
+            ApplicationLiveStateSnapshot {
+                version: again.version,
+                ..read.clone()
+            },
+            again,
+            "{name}"
+        );
+        // The newer version lives in the cache; with the cache down, readers see the
+        // stored one (the same state).
+        if name != "failing cache" {
+            assert_eq!(read.version, again.version, "{name}");
+        }
+
+        // A changed state is written.
+        let mut changed = again.clone();
+        changed.health_status = application_live_state_snapshot::Status::Unhealthy as i32;
+        live.put(&changed).await.expect(name);
+        assert_eq!(
+            LiveStateCheck(&env.stores).file("app-1").await,
+            changed,
+            "{name}"
+        );
     }
 }
 

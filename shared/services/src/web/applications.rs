@@ -284,7 +284,7 @@ impl WebApi {
             .await?;
         match self.stores.live_states.get(&app.id).await {
             Ok(snapshot) => Ok(GetApplicationLiveStateResponse {
-                snapshot: Some(snapshot),
+                snapshot: Some(merged_live_state(snapshot, &app)),
             }),
             Err(StoreError::NotFound(_)) => Err(ServiceError::NotFound(format!(
                 "Application live state of {} is not found",
@@ -339,5 +339,192 @@ impl WebApi {
             mutate,
         )
         .await
+    }
+}
+
+/// A plugin application's live state as one view across its deploy targets. The piped
+/// reports every plugin's resources for every deploy target in one snapshot; here they
+/// are grouped by plugin and then by deploy target in the application's order (targets
+/// it no longer names last), keeping the piped's order within a group. Health the piped
+/// left unknown is derived from the resources: the snapshot's as upstream's
+/// `DetermineApplicationHealthStatus` (any unhealthy resource makes it UNHEALTHY, else
+/// any unknown one UNKNOWN), the live state's HEALTHY only when every resource is.
+/// Snapshots of classic (kind-specific) applications pass through unchanged.
+pub(crate) fn merged_live_state(
+    mut snapshot: model::ApplicationLiveStateSnapshot,
+    app: &model::Application,
+) -> model::ApplicationLiveStateSnapshot {
+    use model::application_live_state::Status as LiveStatus;
+    use model::application_live_state_snapshot::Status as SnapshotStatus;
+    use model::resource_state::HealthStatus;
+    let Some(live) = snapshot.application_live_state.as_mut() else {
+        return snapshot;
+    };
+    let position = |r: &model::ResourceState| {
+        app.deploy_targets_by_plugin
+            .get(&r.plugin_name)
+            .and_then(|t| t.deploy_targets.iter().position(|d| d == &r.deploy_target))
+            .unwrap_or(usize::MAX)
+    };
+    live.resources.sort_by(|a, b| {
+        (
+            a.plugin_name.as_str(),
+            position(a),
+            a.deploy_target.as_str(),
+        )
+            .cmp(&(
+                b.plugin_name.as_str(),
+                position(b),
+                b.deploy_target.as_str(),
+            ))
+    });
+    if live.resources.is_empty() {
+        return snapshot;
+    }
+    let health = |r: &model::ResourceState| HealthStatus::try_from(r.health_status).ok();
+    let all_healthy = live
+        .resources
+        .iter()
+        .all(|r| health(r) == Some(HealthStatus::Healthy));
+    if live.health_status == LiveStatus::Unknown as i32 {
+        live.health_status = if all_healthy {
+            LiveStatus::Healthy
+        } else {
+            LiveStatus::Other
+        } as i32;
+    }
+    if snapshot.health_status == SnapshotStatus::Unknown as i32 {
+        let any = |h: HealthStatus| live.resources.iter().any(|r| health(r) == Some(h));
+        snapshot.health_status = if any(HealthStatus::Unhealthy) {
+            SnapshotStatus::Unhealthy
+        } else if all_healthy {
+            SnapshotStatus::Healthy
+        } else {
+            SnapshotStatus::Unknown
+        } as i32;
+    }
+    snapshot
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::resource_state::HealthStatus;
+
+    fn resource(
+        id: &str,
+        plugin: &str,
+        target: &str,
+        health: HealthStatus,
+    ) -> model::ResourceState {
+        model::ResourceState {
+            id: id.into(),
+            plugin_name: plugin.into(),
+            deploy_target: target.into(),
+            health_status: health as i32,
+            ..Default::default()
+        }
+    }
+
+    fn app() -> model::Application {
+        let targets = |t: &[&str]| model::DeployTargets {
+            deploy_targets: t.iter().map(|s| s.to_string()).collect(),
+        };
+        model::Application {
+            id: "app".into(),
+            deploy_targets_by_plugin: [
+                ("kubernetes".to_string(), targets(&["prod-b", "prod-a"])),
+                ("terraform".to_string(), targets(&["tf"])),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn snapshot(resources: Vec<model::ResourceState>) -> model::ApplicationLiveStateSnapshot {
+        model::ApplicationLiveStateSnapshot {
+            application_id: "app".into(),
+            application_live_state: Some(model::ApplicationLiveState {
+                resources,
+                health_status: 0,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn resources_group_by_plugin_and_the_applications_target_order() {
+        use HealthStatus::Healthy;
+        let merged = merged_live_state(
+            snapshot(vec![
+                resource("tf-1", "terraform", "tf", Healthy),
+                resource("a-1", "kubernetes", "prod-a", Healthy),
+                resource("gone-1", "kubernetes", "old", Healthy),
+                resource("b-1", "kubernetes", "prod-b", Healthy),
+                resource("a-2", "kubernetes", "prod-a", Healthy),
+            ]),
+            &app(),
+        );
+        let live = merged.application_live_state.expect("live state");
+        let ids: Vec<&str> = live.resources.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["b-1", "a-1", "a-2", "gone-1", "tf-1"]);
+        assert_eq!(
+            live.health_status,
+            model::application_live_state::Status::Healthy as i32
+        );
+        assert_eq!(
+            merged.health_status,
+            model::application_live_state_snapshot::Status::Healthy as i32
+        );
+    }
+
+    #[test]
+    fn health_spans_every_deploy_target() {
+        use model::application_live_state_snapshot::Status;
+        let unhealthy = merged_live_state(
+            snapshot(vec![
+                resource("a", "kubernetes", "prod-a", HealthStatus::Healthy),
+                resource("b", "kubernetes", "prod-b", HealthStatus::Unknown),
+                resource("t", "terraform", "tf", HealthStatus::Unhealthy),
+            ]),
+            &app(),
+        );
+        assert_eq!(unhealthy.health_status, Status::Unhealthy as i32);
+        assert_eq!(
+            unhealthy.application_live_state.map(|l| l.health_status),
+            Some(model::application_live_state::Status::Other as i32)
+        );
+        let unknown = merged_live_state(
+            snapshot(vec![
+                resource("a", "kubernetes", "prod-a", HealthStatus::Healthy),
+                resource("b", "kubernetes", "prod-b", HealthStatus::Unknown),
+            ]),
+            &app(),
+        );
+        assert_eq!(unknown.health_status, Status::Unknown as i32);
+
+        // What the piped decided is kept.
+        let mut reported = snapshot(vec![resource(
+            "a",
+            "kubernetes",
+            "prod-a",
+            HealthStatus::Unhealthy,
+        )]);
+        reported.health_status = Status::Other as i32;
+        assert_eq!(
+            merged_live_state(reported, &app()).health_status,
+            Status::Other as i32
+        );
+    }
+
+    #[test]
+    fn classic_snapshots_pass_through() {
+        let classic = model::ApplicationLiveStateSnapshot {
+            application_id: "app".into(),
+            kubernetes: Some(model::KubernetesApplicationLiveState::default()),
+            ..Default::default()
+        };
+        assert_eq!(merged_live_state(classic.clone(), &app()), classic);
     }
 }

@@ -1,0 +1,24 @@
+# The smallest Wisp deployment: the module with its defaults, no Redis (so no VPC for the
+# functions), in an existing VPC's public subnets. See docs/DEPLOY.md.
+
+provider "aws" {
+  region = var.region
+}
+
+module "wisp" {
+  source = "../.."
+
+  name            = var.name
+  artifacts_dir   = var.artifacts_dir
+  vpc_id          = var.vpc_id
+  alb_subnet_ids  = var.public_subnet_ids
+  certificate_arn = var.certificate_arn
+  domain_name     = var.domain_name
+  route53_zone_id = var.route53_zone_id
+
+  generate_encryption_key = true
+
+  tags = {
+    "environment" = "example"
+  }
+}

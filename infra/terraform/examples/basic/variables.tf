@@ -1,0 +1,43 @@
+variable "region" {
+  description = "AWS region to deploy in."
+  type        = string
+  default     = "us-east-1"
+}
+
+variable "name" {
+  description = "Prefix of every resource name."
+  type        = string
+  default     = "wisp"
+}
+
+variable "artifacts_dir" {
+  description = "Where `cargo lambda build --output-format zip` put the functions: <repo>/target/lambda."
+  type        = string
+  default     = "../../../../target/lambda"
+}
+
+variable "vpc_id" {
+  description = "VPC of the load balancer."
+  type        = string
+}
+
+variable "public_subnet_ids" {
+  description = "Public subnets (two or more availability zones) for the load balancer."
+  type        = list(string)
+}
+
+variable "certificate_arn" {
+  description = "ACM certificate covering domain_name."
+  type        = string
+}
+
+variable "domain_name" {
+  description = "Host name of the control plane, e.g. pipecd.example.com."
+  type        = string
+}
+
+variable "route53_zone_id" {
+  description = "Hosted zone in which to create domain_name's alias record; null to manage DNS yourself."
+  type        = string
+  default     = null
+}

@@ -1,0 +1,138 @@
+# One role per function, granting only what that function's code calls
+# (shared/store-aws: DYNAMODB.md "IAM", s3.rs, secrets.rs; shared/lambda/src/boot.rs):
+#
+# | function  | DynamoDB                          | S3 objects                     | secrets          |
+# |-----------|-----------------------------------|--------------------------------|------------------|
+# | piped-api | DescribeTable GetItem PutItem Query | GetObject PutObject          | config           |
+# | api       | DescribeTable GetItem PutItem Query | GetObject                    | config           |
+# | web-api   | DescribeTable GetItem PutItem Query | GetObject                    | config, key      |
+# | http      | DescribeTable GetItem             | GetObject under web_prefix     | config, key      |
+# | jobs      | DescribeTable GetItem PutItem Query | GetObject PutObject DeleteObject | config         |
+#
+# Every function gets s3:ListBucket on the bucket: HeadBucket at init needs it, and
+# without it a missing object reads as 403 instead of 404 (NotFound). DescribeTable is
+# the init-time warm-up. No function deletes DynamoDB items (records expire by TTL) or
+# scans (batch jobs Query the table partition).
+
+locals {
+  dynamodb_read  = ["dynamodb:DescribeTable", "dynamodb:GetItem"]
+  dynamodb_write = ["dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"]
+
+  s3_objects = "${aws_s3_bucket.this.arn}/${var.s3_key_prefix}*"
+
+  access = {
+    "piped-api" = {
+      dynamodb   = local.dynamodb_write
+      s3         = ["s3:GetObject", "s3:PutObject"]
+      s3_objects = local.s3_objects
+    }
+    "api" = {
+      dynamodb   = local.dynamodb_write
+      s3         = ["s3:GetObject"]
+      s3_objects = local.s3_objects
+    }
+    "web-api" = {
+      dynamodb   = local.dynamodb_write
+      s3         = ["s3:GetObject"]
+      s3_objects = local.s3_objects
+    }
+    "http" = {
+      # Console login reads the project (GetItem); static files come from web_prefix.
+      dynamodb   = local.dynamodb_read
+      s3         = var.web_prefix == null ? [] : ["s3:GetObject"]
+      s3_objects = "${aws_s3_bucket.this.arn}/${var.s3_key_prefix}${coalesce(var.web_prefix, "console/")}*"
+    }
+    "jobs" = {
+      dynamodb   = local.dynamodb_write
+      s3         = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+      s3_objects = local.s3_objects
+    }
+  }
+}
+
+data "aws_iam_policy_document" "assume_lambda" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account_id]
+    }
+  }
+}
+
+resource "aws_iam_role" "function" {
+  for_each           = local.functions
+  name               = "${var.name}-${each.key}"
+  description        = "Wisp ${each.key} function"
+  assume_role_policy = data.aws_iam_policy_document.assume_lambda.json
+  tags               = local.tags
+}
+
+data "aws_iam_policy_document" "function" {
+  for_each = local.functions
+
+  statement {
+    sid       = "Logs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.function[each.key].arn}:*"]
+  }
+
+  statement {
+    sid       = "Table"
+    actions   = local.access[each.key].dynamodb
+    resources = [aws_dynamodb_table.this.arn, "${aws_dynamodb_table.this.arn}/index/*"]
+  }
+
+  statement {
+    sid       = "Bucket"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.this.arn]
+  }
+
+  dynamic "statement" {
+    for_each = length(local.access[each.key].s3) > 0 ? [1] : []
+    content {
+      sid       = "Objects"
+      actions   = local.access[each.key].s3
+      resources = [local.access[each.key].s3_objects]
+    }
+  }
+
+  statement {
+    sid     = "Secrets"
+    actions = ["secretsmanager:GetSecretValue"]
+    resources = concat(
+      [aws_secretsmanager_secret.config.arn],
+      contains(local.needs_encryption_key, each.key) ? [aws_secretsmanager_secret.encryption_key.arn] : [],
+    )
+  }
+
+  dynamic "statement" {
+    for_each = var.kms_key_arn == null ? [] : [1]
+    content {
+      sid       = "Kms"
+      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
+      resources = [var.kms_key_arn]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "function" {
+  for_each = local.functions
+  name     = "wisp-${each.key}"
+  role     = aws_iam_role.function[each.key].id
+  policy   = data.aws_iam_policy_document.function[each.key].json
+}
+
+# In the VPC (enable_redis) Lambda manages the functions' network interfaces with the
+# role's permissions; AWS's managed policy is the documented minimum for that.
+resource "aws_iam_role_policy_attachment" "vpc_access" {
+  for_each   = var.enable_redis ? local.functions : {}
+  role       = aws_iam_role.function[each.key].name
+  policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"
+}

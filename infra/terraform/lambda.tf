@@ -1,0 +1,68 @@
+resource "aws_cloudwatch_log_group" "function" {
+  #checkov:skip=CKV_AWS_338:Retention is var.log_retention_days (30 by default): a year of request logs costs more than the control plane itself.
+  for_each          = local.functions
+  name              = "/aws/lambda/${var.name}-${each.key}"
+  retention_in_days = var.log_retention_days
+  kms_key_id        = var.kms_key_arn
+  tags              = local.tags
+}
+
+# Artifacts: `cargo lambda build --arm64 --output-format zip` writes
+# <artifacts_dir>/<binary>/bootstrap.zip (a zip holding `bootstrap`), which is uploaded
+# as is; no archive provider is needed.
+resource "aws_lambda_function" "this" {
+  #checkov:skip=CKV_AWS_116:ALB invocations are synchronous (no DLQ applies); the jobs are idempotent and the next scheduled run redoes a failed one.
+  #checkov:skip=CKV_AWS_272:Code signing needs a signing profile the operator owns; the artifacts come from the operator's own build.
+  #checkov:skip=CKV_AWS_50:X-Ray tracing is not instrumented in the functions; the JSON logs carry the init and request timings.
+  for_each = local.functions
+
+  function_name = "${var.name}-${each.key}"
+  description   = "Wisp ${each.key} (${each.value})"
+  role          = aws_iam_role.function[each.key].arn
+
+  runtime          = "provided.al2023"
+  handler          = "bootstrap"
+  architectures    = [var.architecture]
+  filename         = "${var.artifacts_dir}/${each.value}/bootstrap.zip"
+  source_code_hash = filebase64sha256("${var.artifacts_dir}/${each.value}/bootstrap.zip")
+
+  memory_size                    = local.memory_size[each.key]
+  timeout                        = local.timeout[each.key]
+  reserved_concurrent_executions = lookup(var.reserved_concurrency, each.key, -1)
+  kms_key_arn                    = var.kms_key_arn
+
+  environment {
+    variables = merge(
+      {
+        WISP_CONFIG_SECRET = aws_secretsmanager_secret.config.arn
+        WISP_LOG           = var.log_level
+      },
+      contains(local.needs_encryption_key, each.key) ? {
+        WISP_ENCRYPTION_KEY_SECRET = aws_secretsmanager_secret.encryption_key.arn
+      } : {},
+      each.key == "http" && var.web_prefix != null ? {
+        WISP_WEB_PREFIX = var.web_prefix
+      } : {},
+    )
+  }
+
+  dynamic "vpc_config" {
+    for_each = var.enable_redis ? [1] : []
+    content {
+      subnet_ids         = var.private_subnet_ids
+      security_group_ids = [aws_security_group.lambda[0].id]
+    }
+  }
+
+  logging_config {
+    log_format = "Text" # the functions already write JSON lines
+    log_group  = aws_cloudwatch_log_group.function[each.key].name
+  }
+
+  tags = local.tags
+
+  depends_on = [
+    aws_iam_role_policy.function,
+    aws_iam_role_policy_attachment.vpc_access,
+  ]
+}

@@ -1,0 +1,61 @@
+data "aws_caller_identity" "current" {}
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+
+locals {
+  account_id = data.aws_caller_identity.current.account_id
+  partition  = data.aws_partition.current.partition
+  region     = data.aws_region.current.name
+
+  table_name  = coalesce(var.table_name, var.name)
+  bucket_name = coalesce(var.bucket_name, "${var.name}-${local.account_id}-${local.region}")
+  host        = coalesce(var.domain_name, aws_lb.this.dns_name)
+
+  # The Lambda functions: key => the cargo binary (functions/<key>, `[[bin]] name`).
+  functions = {
+    "piped-api" = "wisp-piped-api"
+    "api"       = "wisp-api"
+    "web-api"   = "wisp-web-api"
+    "http"      = "wisp-http"
+    "jobs"      = "wisp-jobs"
+  }
+
+  # ALB path patterns per function: each gRPC service under its current name and under
+  # upstream's legacy `/pipe.api.service.` alias. The http function is the listener's
+  # default action and has no patterns. tests/infra_routes.rs checks these lists against
+  # the services the code serves.
+  routes = {
+    "piped-api" = [
+      "/grpc.service.pipedservice.PipedService/*",
+      "/pipe.api.service.pipedservice.PipedService/*",
+    ]
+    "api" = [
+      "/grpc.service.apiservice.APIService/*",
+      "/pipe.api.service.apiservice.APIService/*",
+    ]
+    "web-api" = [
+      "/grpc.service.webservice.WebService/*",
+      "/pipe.api.service.webservice.WebService/*",
+    ]
+  }
+
+  # Listener rule priority per routed function.
+  route_priority = {
+    "piped-api" = 10
+    "api"       = 20
+    "web-api"   = 30
+  }
+
+  # Functions the ALB invokes: the routed ones and the default (http).
+  alb_functions = setunion(keys(local.routes), ["http"])
+
+  # The console's functions sign sessions with the encryption key; the others never read it.
+  needs_encryption_key = toset(["web-api", "http"])
+
+  memory_size = { for k in keys(local.functions) : k => lookup(var.memory_size, k, 128) }
+  timeout     = { for k in keys(local.functions) : k => lookup(var.timeout, k, k == "jobs" ? 300 : 30) }
+
+  jobs = { for job, schedule in var.job_schedules : job => schedule if schedule != null }
+
+  tags = merge({ "app" = "wisp" }, var.tags)
+}

@@ -1,0 +1,91 @@
+output "alb_dns_name" {
+  description = "DNS name of the load balancer (point domain_name's record at it)."
+  value       = aws_lb.this.dns_name
+}
+
+output "alb_zone_id" {
+  description = "Hosted zone of the load balancer, for alias records."
+  value       = aws_lb.this.zone_id
+}
+
+output "alb_arn" {
+  description = "ARN of the load balancer."
+  value       = aws_lb.this.arn
+}
+
+output "address" {
+  description = "The control plane's HTTPS address: `wisp bridge --upstream` and the config's spec.address."
+  value       = "https://${local.host}"
+}
+
+output "console_url" {
+  description = "The web console's login page (append ?project=<id>)."
+  value       = "https://${local.host}/login"
+}
+
+output "table_name" {
+  description = "The DynamoDB table (datastore.config.table)."
+  value       = aws_dynamodb_table.this.name
+}
+
+output "table_arn" {
+  description = "ARN of the DynamoDB table."
+  value       = aws_dynamodb_table.this.arn
+}
+
+output "bucket_name" {
+  description = "The S3 bucket (filestore.config.bucket)."
+  value       = aws_s3_bucket.this.bucket
+}
+
+output "config_secret_arn" {
+  description = "The secret to put the control-plane config in (WISP_CONFIG_SECRET)."
+  value       = aws_secretsmanager_secret.config.arn
+}
+
+output "config_secret_name" {
+  description = "Name of the config secret (for `wisp --config-secret`)."
+  value       = aws_secretsmanager_secret.config.name
+}
+
+output "encryption_key_secret_arn" {
+  description = "The secret to put the encryption key in (WISP_ENCRYPTION_KEY_SECRET)."
+  value       = aws_secretsmanager_secret.encryption_key.arn
+}
+
+output "function_names" {
+  description = "Lambda function name by function key (piped-api, api, web-api, http, jobs)."
+  value       = { for k, f in aws_lambda_function.this : k => f.function_name }
+}
+
+output "role_arns" {
+  description = "IAM role ARN by function key."
+  value       = { for k, r in aws_iam_role.function : k => r.arn }
+}
+
+output "log_group_names" {
+  description = "CloudWatch log group by function key."
+  value       = { for k, g in aws_cloudwatch_log_group.function : k => g.name }
+}
+
+output "redis_address" {
+  description = "host:port of the Redis primary endpoint (cache.config.address), or null without enable_redis."
+  value       = var.enable_redis ? "${aws_elasticache_replication_group.redis[0].primary_endpoint_address}:6379" : null
+}
+
+output "routes" {
+  description = "ALB path patterns by function key (the http function is the default action)."
+  value       = local.routes
+}
+
+output "config_template" {
+  description = "The stores part of the control-plane config for this deployment; with Redis, cache.config.authToken, then put it in the config secret."
+  value = templatefile("${path.module}/config.yaml.tftpl", {
+    address       = "https://${local.host}"
+    table         = aws_dynamodb_table.this.name
+    bucket        = aws_s3_bucket.this.bucket
+    prefix        = var.s3_key_prefix
+    region        = local.region
+    redis_address = var.enable_redis ? "${aws_elasticache_replication_group.redis[0].primary_endpoint_address}:6379" : ""
+  })
+}

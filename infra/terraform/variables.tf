@@ -1,0 +1,317 @@
+# Inputs of the Wisp module. README.md beside this file documents each one.
+
+# ---------------------------------------------------------------------------
+# Naming and artifacts
+
+variable "name" {
+  description = "Prefix of every resource name (functions, roles, ALB, table, secrets)."
+  type        = string
+  default     = "wisp"
+
+  validation {
+    # The ALB and target group names allow 32 characters; "-piped-api" is appended.
+    condition     = can(regex("^[a-z][a-z0-9-]{0,21}$", var.name))
+    error_message = "name: lowercase letters, digits and '-', starting with a letter, at most 22 characters."
+  }
+}
+
+variable "artifacts_dir" {
+  description = "Directory holding <binary>/bootstrap.zip for each function, as `cargo lambda build --arm64 --output-format zip` writes them (target/lambda)."
+  type        = string
+}
+
+variable "tags" {
+  description = "Tags added to every resource that takes tags."
+  type        = map(string)
+  default     = {}
+}
+
+# ---------------------------------------------------------------------------
+# Network and load balancer
+
+variable "vpc_id" {
+  description = "VPC of the load balancer (and of the functions and Redis when enable_redis)."
+  type        = string
+}
+
+variable "alb_subnet_ids" {
+  description = "Subnets of the load balancer, in at least two availability zones (public subnets for an internet-facing ALB)."
+  type        = list(string)
+
+  validation {
+    condition     = length(var.alb_subnet_ids) >= 2
+    error_message = "alb_subnet_ids: an ALB needs subnets in at least two availability zones."
+  }
+}
+
+variable "certificate_arn" {
+  description = "ACM certificate of the HTTPS listener (it must cover domain_name)."
+  type        = string
+}
+
+variable "domain_name" {
+  description = "Host name the console and the pipeds use (e.g. pipecd.example.com); null uses the ALB's DNS name in the outputs."
+  type        = string
+  default     = null
+}
+
+variable "route53_zone_id" {
+  description = "When set (with domain_name), an alias A/AAAA record for domain_name pointing at the ALB is created in this hosted zone."
+  type        = string
+  default     = null
+}
+
+variable "alb_internal" {
+  description = "Make the load balancer internal (reachable only inside the VPC and connected networks)."
+  type        = bool
+  default     = false
+}
+
+variable "alb_ingress_cidrs" {
+  description = "IPv4 CIDR blocks allowed to reach the load balancer (pipeds' egress addresses, office networks)."
+  type        = list(string)
+  default     = ["0.0.0.0/0"]
+}
+
+variable "http_redirect" {
+  description = "Add an HTTP (port 80) listener that redirects to HTTPS."
+  type        = bool
+  default     = true
+}
+
+variable "ssl_policy" {
+  description = "Security policy of the HTTPS listener."
+  type        = string
+  default     = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+}
+
+variable "alb_deletion_protection" {
+  description = "Deletion protection of the load balancer."
+  type        = bool
+  default     = true
+}
+
+variable "alb_idle_timeout" {
+  description = "Idle timeout of the load balancer, in seconds."
+  type        = number
+  default     = 60
+}
+
+variable "alb_access_logs_bucket" {
+  description = "S3 bucket for the load balancer's access logs (its policy must allow the ELB service); null disables them."
+  type        = string
+  default     = null
+}
+
+variable "alb_health_check" {
+  description = "Health-check the http function from the ALB (GET /healthz). Each check is an invocation (about 74,000 a month at the 35 s interval), so it is off by default."
+  type        = bool
+  default     = false
+}
+
+# ---------------------------------------------------------------------------
+# Functions
+
+variable "architecture" {
+  description = "Instruction set of the functions: arm64 (Graviton, cargo lambda --arm64) or x86_64."
+  type        = string
+  default     = "arm64"
+
+  validation {
+    condition     = contains(["arm64", "x86_64"], var.architecture)
+    error_message = "architecture: arm64 or x86_64."
+  }
+}
+
+variable "memory_size" {
+  description = "Memory of each function in MB, by function key (piped-api, api, web-api, http, jobs); missing keys get 128."
+  type        = map(number)
+  default     = {}
+}
+
+variable "timeout" {
+  description = "Timeout of each function in seconds, by function key; missing keys get 30 (jobs: 300)."
+  type        = map(number)
+  default     = {}
+}
+
+variable "reserved_concurrency" {
+  description = "Reserved concurrency by function key (a ceiling on cost and on load on the stores); missing keys are unreserved."
+  type        = map(number)
+  default     = {}
+}
+
+variable "log_level" {
+  description = "WISP_LOG of every function (a tracing filter: error, warn, info, debug)."
+  type        = string
+  default     = "info"
+}
+
+variable "log_retention_days" {
+  description = "Retention of the functions' CloudWatch log groups, in days."
+  type        = number
+  default     = 30
+}
+
+variable "web_prefix" {
+  description = "WISP_WEB_PREFIX of the http function: the filestore prefix holding the console's built files (upload pipecd/.artifacts/web-static there). null serves only /healthz and /auth/*."
+  type        = string
+  default     = "console/"
+
+  validation {
+    condition     = var.web_prefix == null || can(regex("^([A-Za-z0-9._-]+/)+$", var.web_prefix))
+    error_message = "web_prefix: relative path segments ending with '/', e.g. console/."
+  }
+}
+
+variable "kms_key_arn" {
+  description = "Customer-managed KMS key for the table, bucket, secrets, log groups, Redis and the functions' environment; null uses AWS-managed keys. Its key policy must allow CloudWatch Logs (logs.<region>.amazonaws.com) when set."
+  type        = string
+  default     = null
+}
+
+# ---------------------------------------------------------------------------
+# Scheduled jobs
+
+variable "job_schedules" {
+  description = "EventBridge schedule expression per job of the jobs function; set one to null to turn that job off."
+  type        = map(string)
+  default = {
+    "orphan-commands"      = "rate(6 hours)"
+    "piped-stats"          = "rate(1 day)"
+    "plan-preview-outputs" = "cron(0 9 * * ? *)"
+    "deployment-chains"    = "rate(1 minute)"
+    "insights"             = "rate(1 hour)"
+  }
+}
+
+# ---------------------------------------------------------------------------
+# State: DynamoDB, S3, secrets
+
+variable "table_name" {
+  description = "DynamoDB table name (the datastore's `table`); null uses var.name."
+  type        = string
+  default     = null
+}
+
+variable "table_deletion_protection" {
+  description = "Deletion protection of the DynamoDB table."
+  type        = bool
+  default     = true
+}
+
+variable "bucket_name" {
+  description = "S3 bucket name (the filestore's `bucket`); null uses <name>-<account id>-<region>."
+  type        = string
+  default     = null
+}
+
+variable "s3_key_prefix" {
+  description = "The filestore's `prefix` inside the bucket: empty, or ending with '/'. Lifecycle rules and grants follow it."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.s3_key_prefix == "" || can(regex("^([A-Za-z0-9._-]+/)+$", var.s3_key_prefix))
+    error_message = "s3_key_prefix: empty, or relative path segments ending with '/'."
+  }
+}
+
+variable "bucket_force_destroy" {
+  description = "Let `terraform destroy` delete a bucket that still holds objects."
+  type        = bool
+  default     = false
+}
+
+variable "s3_versioning" {
+  description = "Keep previous versions of S3 objects (stage logs and live state are rewritten often, so versions add storage)."
+  type        = bool
+  default     = false
+}
+
+variable "noncurrent_version_expiration_days" {
+  description = "With s3_versioning, days after which previous versions are deleted."
+  type        = number
+  default     = 30
+}
+
+variable "stage_log_expiration_days" {
+  description = "Days after which stage logs (<prefix>log/) expire; null keeps them."
+  type        = number
+  default     = 90
+}
+
+variable "command_output_expiration_days" {
+  description = "Days after which command outputs such as plan-preview results (<prefix>command-output/) expire. The plan-preview-outputs job deletes them after 48 hours; this rule is the backstop. null keeps them."
+  type        = number
+  default     = 7
+}
+
+variable "secret_recovery_window_days" {
+  description = "Days a deleted secret stays recoverable (0 deletes at once)."
+  type        = number
+  default     = 7
+}
+
+variable "generate_encryption_key" {
+  description = "Generate the encryption key in Secrets Manager (64 random characters, through an ephemeral resource and a write-only attribute, so it never enters the Terraform state). false: put it yourself."
+  type        = bool
+  default     = false
+}
+
+# ---------------------------------------------------------------------------
+# Optional ElastiCache (Redis)
+
+variable "enable_redis" {
+  description = "Create an ElastiCache Redis replication group for the cache. The functions then run in the VPC (private_subnet_ids) and reach DynamoDB, S3 and Secrets Manager through VPC endpoints."
+  type        = bool
+  default     = false
+}
+
+variable "private_subnet_ids" {
+  description = "With enable_redis: subnets of Redis, of the functions' network interfaces and of the Secrets Manager endpoint (at least two availability zones)."
+  type        = list(string)
+  default     = []
+}
+
+variable "private_route_table_ids" {
+  description = "With enable_redis and create_vpc_endpoints: route tables of private_subnet_ids, for the DynamoDB and S3 gateway endpoints."
+  type        = list(string)
+  default     = []
+}
+
+variable "create_vpc_endpoints" {
+  description = "With enable_redis: create the DynamoDB and S3 gateway endpoints and the Secrets Manager interface endpoint. false when the VPC already has them (or a NAT gateway)."
+  type        = bool
+  default     = true
+}
+
+variable "redis_node_type" {
+  description = "ElastiCache node type."
+  type        = string
+  default     = "cache.t4g.micro"
+}
+
+variable "redis_num_cache_clusters" {
+  description = "Nodes in the replication group (2 or more turns on automatic failover and Multi-AZ)."
+  type        = number
+  default     = 1
+}
+
+variable "redis_engine_version" {
+  description = "Redis engine version."
+  type        = string
+  default     = "7.1"
+}
+
+variable "redis_auth_token" {
+  description = "With enable_redis: the Redis AUTH token (16-128 printable characters, no @, \", /). ElastiCache has no write-only form of it, so it is in the Terraform state: keep the state encrypted. Put the same value in the config (cache.config.authToken)."
+  type        = string
+  default     = null
+  sensitive   = true
+
+  validation {
+    condition     = var.redis_auth_token == null || can(regex("^[^@\"/ ]{16,128}$", var.redis_auth_token))
+    error_message = "redis_auth_token: 16 to 128 printable characters without @, \" or /."
+  }
+}

@@ -1,0 +1,414 @@
+//! `wisp simulate`: registers a fleet of simulated pipeds and applications in the store the
+//! flags name, drives a running control plane with them over the network at upstream's
+//! cadence, and reports calls, latencies, failures and a monthly AWS cost projection.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use wisp_proto::model;
+use wisp_store::stores::Stores;
+
+use crate::cli::CliError;
+use crate::setup::{self, StoreArgs};
+use crate::simulate::client::Target;
+use crate::simulate::cost::{self, CostInputs, Prices, Shape};
+use crate::simulate::report::{self, Context};
+use crate::simulate::{self as sim, Plan, RegisteredPiped, SimApp};
+
+/// Who the simulator records as the creator of the keys it makes.
+const CREATOR: &str = "wisp-simulate";
+/// The most pipeds one run simulates.
+const MAX_PIPEDS: usize = 100_000;
+/// The most applications per piped.
+const MAX_APPS_PER_PIPED: usize = 1_000;
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The control plane to drive: `http://HOST:PORT` (`wisp serve`), or with --grpc-web
+    /// also `https://HOST` (the load balancer of a serverless deployment). Nothing else
+    /// is contacted.
+    #[arg(long)]
+    pub target: String,
+    /// Speak gRPC-web over HTTP/1.1 (as `wisp bridge` does behind a load balancer) instead
+    /// of native gRPC over HTTP/2 cleartext.
+    #[arg(long)]
+    pub grpc_web: bool,
+    /// Simulated pipeds to register and run.
+    #[arg(long)]
+    pub pipeds: usize,
+    /// Applications registered for each piped.
+    #[arg(long)]
+    pub apps_per_piped: usize,
+    /// How long to run (`60s`, `10m`, `1h`); no call starts after it.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Upstream-format control-plane-config.yaml naming the stores to register in.
+    #[arg(long, env = "WISP_CONFIG", conflicts_with = "config_secret")]
+    pub config: Option<PathBuf>,
+    /// Read that config from this AWS Secrets Manager secret instead.
+    #[arg(long, env = "WISP_CONFIG_SECRET", value_name = "NAME")]
+    pub config_secret: Option<String>,
+    /// Directory of the embedded stores (the `--data-dir` of the `wisp serve` to drive).
+    #[arg(long, env = "WISP_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Project to register the fleet in (default: `quickstart`, which `wisp serve` makes
+    /// when it runs without a config).
+    #[arg(long, default_value = setup::QUICKSTART_PROJECT)]
+    pub project: String,
+    /// Print one JSON object on stdout instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Deployments per piped per hour (a Poisson process), each through plan, three
+    /// stages with logs, and completion. The default, 0.5, is a dozen a day.
+    #[arg(long, default_value_t = 0.5)]
+    pub deploy_rate: f64,
+    /// Spread the pipeds' starts over this window (default: a quarter of --duration, at
+    /// most 60s).
+    #[arg(long, value_parser = parse_duration)]
+    pub ramp_up: Option<Duration>,
+    /// A call unanswered after this long counts as failed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub call_timeout: Duration,
+    /// Memory of the piped-api Lambda function, for the GB-seconds of the projection.
+    #[arg(long, default_value_t = 256)]
+    pub lambda_memory_mb: u32,
+    /// Architecture of the Lambda functions (sets the default GB-second price).
+    #[arg(long, value_enum, default_value_t = LambdaArch::Arm64)]
+    pub lambda_arch: LambdaArch,
+    /// Override one price: `KEY=VALUE` in USD (keys as printed); repeatable.
+    #[arg(long = "price", value_name = "KEY=VALUE")]
+    pub price: Vec<String>,
+    /// Override prices from a JSON object of `KEY: VALUE` (applied before --price).
+    #[arg(long = "prices", value_name = "FILE")]
+    pub prices_file: Option<PathBuf>,
+    /// Size of each ReportStat metrics payload (a real piped's is ~5–10 KB).
+    #[arg(long, default_value_t = 6144)]
+    pub stat_bytes: usize,
+    /// Seed of the start offsets, phases and deployment arrivals (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LambdaArch {
+    Arm64,
+    #[value(name = "x86_64")]
+    X86_64,
+}
+
+impl LambdaArch {
+    fn name(self) -> &'static str {
+        match self {
+            LambdaArch::Arm64 => "arm64",
+            LambdaArch::X86_64 => "x86_64",
+        }
+    }
+}
+
+fn usage(msg: impl Into<String>) -> CliError {
+    CliError::Usage(msg.into())
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    wisp_config::parse_go_duration(text.trim())
+        .map_err(|e| format!("{text:?}: {e} (e.g. 30s, 10m, 1h)"))
+}
+
+/// The checked settings, before anything is registered.
+struct Checked {
+    target: Target,
+    stores: StoreArgs,
+    prices: Prices,
+    ramp_up: Duration,
+    seed: u64,
+}
+
+fn check(args: &SimulateArgs) -> Result<Checked, CliError> {
+    let target = Target::parse(&args.target, args.grpc_web).map_err(usage)?;
+    if args.pipeds == 0 {
+        return Err(usage("--pipeds must be at least 1"));
+    }
+    if args.pipeds > MAX_PIPEDS {
+        return Err(usage(format!("--pipeds must be at most {MAX_PIPEDS}")));
+    }
+    if args.apps_per_piped > MAX_APPS_PER_PIPED {
+        return Err(usage(format!(
+            "--apps-per-piped must be at most {MAX_APPS_PER_PIPED}"
+        )));
+    }
+    if args.duration < Duration::from_secs(1) {
+        return Err(usage("--duration must be at least 1s"));
+    }
+    if args.call_timeout.is_zero() {
+        return Err(usage("--call-timeout must be more than 0"));
+    }
+    if !args.deploy_rate.is_finite() || args.deploy_rate < 0.0 {
+        return Err(usage("--deploy-rate must be a number ≥ 0"));
+    }
+    if !(128..=10_240).contains(&args.lambda_memory_mb) {
+        return Err(usage(
+            "--lambda-memory-mb must be between 128 and 10240 (Lambda's range)",
+        ));
+    }
+    if args.stat_bytes > 1024 * 1024 {
+        return Err(usage("--stat-bytes must be at most 1048576"));
+    }
+    if args.config.is_none() && args.config_secret.is_none() && args.data_dir.is_none() {
+        return Err(usage(
+            "name the stores of the control plane to drive: --data-dir DIR (that `wisp serve` uses), --config FILE or --config-secret NAME",
+        ));
+    }
+    let mut prices = Prices::default();
+    if args.lambda_arch == LambdaArch::X86_64 {
+        prices.lambda_gb_second = cost::LAMBDA_X86_GB_SECOND;
+    }
+    if let Some(path) = &args.prices_file {
+        prices.merge_file(path).map_err(usage)?;
+    }
+    for pair in &args.price {
+        prices.merge_pair(pair).map_err(usage)?;
+    }
+    let ramp_up = args
+        .ramp_up
+        .unwrap_or_else(|| (args.duration / 4).min(Duration::from_secs(60)));
+    if ramp_up >= args.duration {
+        return Err(usage("--ramp-up must be shorter than --duration"));
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    Ok(Checked {
+        target,
+        stores: StoreArgs {
+            config: args.config.clone(),
+            config_secret: args.config_secret.clone(),
+            data_dir: args
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(".wisp")),
+        },
+        prices,
+        ramp_up,
+        seed,
+    })
+}
+
+pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
+    let checked = check(&args)?;
+    let opened = setup::open(&checked.stores).await?;
+    opened.ensure_quickstart_project().await?;
+    let exists = opened
+        .project_exists(&args.project)
+        .await
+        .map_err(|e| CliError::Failure(anyhow::anyhow!("look up project: {e}")))?;
+    if !exists {
+        return Err(usage(format!(
+            "unknown project {:?} in {} (create it with `wisp project add`)",
+            args.project,
+            opened.describe()
+        )));
+    }
+    reachable(&checked.target).await?;
+
+    // Unique per run even with the same --seed: the names must not collide in a store.
+    let run_id = uuid::Uuid::new_v4().simple().to_string()[..6].to_string();
+    eprintln!(
+        "wisp simulate: registering {} pipeds × {} applications as sim-{run_id}-* in project {} ({})",
+        args.pipeds,
+        args.apps_per_piped,
+        args.project,
+        opened.describe()
+    );
+    let pipeds = register(
+        &opened.stores,
+        &args.project,
+        &run_id,
+        args.pipeds,
+        args.apps_per_piped,
+    )
+    .await?;
+
+    let plan = Plan {
+        target: checked.target,
+        pipeds,
+        apps_per_piped: args.apps_per_piped,
+        duration: args.duration,
+        ramp_up: checked.ramp_up,
+        call_timeout: args.call_timeout,
+        deploy_rate_per_hour: args.deploy_rate,
+        stat_bytes: args.stat_bytes,
+        seed: checked.seed,
+    };
+    eprintln!(
+        "wisp simulate: at most {} requests ({} per piped) to {} over {} s; starts spread over {} s",
+        plan.request_budget(),
+        plan.requests_per_piped(),
+        plan.target,
+        plan.duration.as_secs(),
+        plan.ramp_up.as_secs(),
+    );
+    let outcome = sim::run(&plan)
+        .await
+        .map_err(|e| CliError::Failure(anyhow::anyhow!(e)))?;
+    let projection = cost::project(
+        &outcome.totals,
+        CostInputs {
+            pipeds: plan.pipeds.len(),
+            piped_seconds: outcome.piped_seconds(),
+            lambda_memory_mb: args.lambda_memory_mb,
+            deploy_rate_per_hour: args.deploy_rate,
+            shape: Shape {
+                apps_per_piped: args.apps_per_piped,
+                stat_record_bytes: wisp_store::pipedstat::stored_data_bytes(
+                    "sim-piped",
+                    &crate::simulate::stat_payload("sim-piped", 1, args.stat_bytes),
+                ),
+            },
+        },
+        &checked.prices,
+    );
+    let ctx = Context {
+        plan: &plan,
+        project: &args.project,
+        run_id: &run_id,
+        prices: &checked.prices,
+        lambda_arch: args.lambda_arch.name(),
+        projection: &projection,
+    };
+    if args.json {
+        println!("{}", report::json(&outcome, &ctx));
+    } else {
+        print!("{}", report::text(&outcome, &ctx));
+    }
+    Ok(())
+}
+
+/// Fails early, with one line, when nothing listens at the target.
+async fn reachable(target: &Target) -> Result<(), CliError> {
+    let address = target.socket_address();
+    match tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::net::TcpStream::connect(&address),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(CliError::Failure(anyhow::anyhow!(
+            "cannot reach --target {target} ({address}): {e}"
+        ))),
+        Err(_) => Err(CliError::Failure(anyhow::anyhow!(
+            "cannot reach --target {target} ({address}): no answer within 10 s"
+        ))),
+    }
+}
+
+/// Registers `count` pipeds named `sim-<run>-<i>`, each with `apps` applications
+/// `sim-<run>-<i>-app-<j>`, the records `wisp piped add` and `wisp application add` make
+/// (one bcrypt-hashed key per piped; Kubernetes applications in repo `examples`).
+async fn register(
+    stores: &Stores,
+    project: &str,
+    run_id: &str,
+    count: usize,
+    apps: usize,
+) -> Result<Vec<RegisteredPiped>, CliError> {
+    // bcrypt dominates: hash on every core, a few pipeds at a time.
+    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get() * 2);
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(parallel));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let stores = stores.clone();
+        let project = project.to_string();
+        let name = format!("sim-{run_id}-{i}");
+        let semaphore = Arc::clone(&semaphore);
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire_owned().await;
+            register_one(&stores, &project, name, apps)
+                .await
+                .map(|p| (i, p))
+        });
+    }
+    let mut registered = Vec::with_capacity(count);
+    while let Some(joined) = tasks.join_next().await {
+        let result =
+            joined.map_err(|e| CliError::Failure(anyhow::anyhow!("registration task: {e}")))?;
+        registered.push(result?);
+    }
+    registered.sort_by_key(|(i, _)| *i);
+    Ok(registered.into_iter().map(|(_, p)| p).collect())
+}
+
+async fn register_one(
+    stores: &Stores,
+    project: &str,
+    name: String,
+    apps: usize,
+) -> Result<RegisteredPiped, CliError> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let key = wisp_auth::keys::generate_piped_key();
+    let hash = {
+        let key = key.clone();
+        tokio::task::spawn_blocking(move || wisp_auth::keys::hash_secret(&key))
+            .await
+            .map_err(|e| CliError::Failure(anyhow::anyhow!("hash piped key: {e}")))?
+            .map_err(|e| CliError::Failure(anyhow::anyhow!("hash piped key: {e}")))?
+    };
+    let piped = model::Piped {
+        id: id.clone(),
+        name: name.clone(),
+        desc: "Simulated by wisp simulate".into(),
+        project_id: project.to_string(),
+        keys: vec![model::PipedKey {
+            hash,
+            creator: CREATOR.to_string(),
+            created_at: wisp_store::collection::now_unix(),
+        }],
+        ..Default::default()
+    };
+    stores
+        .pipeds
+        .create(piped)
+        .await
+        .map_err(|e| CliError::Failure(anyhow::anyhow!("create piped {name}: {e}")))?;
+    let mut registered = Vec::with_capacity(apps);
+    for j in 0..apps {
+        let app_name = format!("{name}-app-{j}");
+        let app_id = uuid::Uuid::new_v4().to_string();
+        let app = model::Application {
+            id: app_id.clone(),
+            name: app_name.clone(),
+            piped_id: id.clone(),
+            project_id: project.to_string(),
+            git_path: Some(model::ApplicationGitPath {
+                repo: Some(model::ApplicationGitRepository {
+                    id: "examples".into(),
+                    ..Default::default()
+                }),
+                path: format!("apps/{app_name}"),
+                config_filename: "app.pipecd.yaml".into(),
+                url: String::new(),
+            }),
+            description: "Simulated by wisp simulate".into(),
+            labels: [("simulated-by".to_string(), CREATOR.to_string())].into(),
+            ..Default::default()
+        };
+        stores.applications.create(app).await.map_err(|e| {
+            CliError::Failure(anyhow::anyhow!("create application {app_name}: {e}"))
+        })?;
+        registered.push(SimApp {
+            id: app_id,
+            name: app_name,
+        });
+    }
+    Ok(RegisteredPiped {
+        project: project.to_string(),
+        id,
+        name,
+        key,
+        apps: registered,
+    })
+}

@@ -1,0 +1,156 @@
+//! The PipedService calls a simulated piped makes, and upstream's cadence for each.
+//!
+//! Intervals were read from upstream PipeCD's classic piped (pkg/app/piped/...; the file is
+//! named beside each constant). A simulated piped joins a fleet in steady state: the first
+//! tick of each periodic loop falls at a random point of its period (a fleet's pipeds were
+//! started at different times), and the calls upstream makes once when a piped starts are
+//! made once, when the simulated piped starts.
+
+use std::time::Duration;
+
+/// `apistore/commandstore/store.go`: the command store syncs every 5 s
+/// (ListUnhandledCommands).
+pub const COMMAND_POLL: Duration = Duration::from_secs(5);
+/// `apistore/deploymentstore/store.go`: the deployment store syncs every 10 s
+/// (ListNotCompletedDeployments); the controller plans from what it lists.
+pub const DEPLOYMENT_POLL: Duration = Duration::from_secs(10);
+/// `apistore/applicationstore/store.go`: ListApplications at start, then every minute.
+pub const APPLICATION_POLL: Duration = Duration::from_secs(60);
+/// `apistore/eventstore/store.go`: ListEvents (not handled, last 24 h) at start, then
+/// every minute.
+pub const EVENT_POLL: Duration = Duration::from_secs(60);
+/// `eventwatcher/eventwatcher.go`: per configured repository, every minute (default
+/// `checkInterval`), a ListApplications; GetLatestEvent and ReportEventStatuses only when
+/// the event store holds events not handled yet, which a simulated fleet never registers.
+pub const EVENT_WATCHER: Duration = Duration::from_secs(60);
+/// `statsreporter/reporter.go`: ReportStat every minute (first one after a minute).
+pub const STATS: Duration = Duration::from_secs(60);
+/// `driftdetector/kubernetes/detector.go` checks every minute; `driftdetector/detector.go`
+/// reports an application's sync state only when it differs from the last one reported.
+pub const DRIFT_CHECK: Duration = Duration::from_secs(60);
+/// `livestatereporter/kubernetes/reporter.go`: one ReportApplicationLiveState per
+/// application when the state store is ready, then every 10 minutes.
+pub const LIVE_STATE_SNAPSHOT: Duration = Duration::from_secs(600);
+/// `livestatereporter/kubernetes/reporter.go`: resource events are flushed every 5 s, only
+/// when there are some (here: the resources a finished deployment changed).
+pub const LIVE_STATE_EVENTS: Duration = Duration::from_secs(5);
+
+macro_rules! rpcs {
+    ($($variant:ident),* $(,)?) => {
+        /// One PipedService method.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Rpc {
+            $($variant),*
+        }
+
+        impl Rpc {
+            pub const ALL: &'static [Rpc] = &[$(Rpc::$variant),*];
+
+            /// The method name, as in the gRPC path.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Rpc::$variant => stringify!($variant)),*
+                }
+            }
+        }
+    };
+}
+
+rpcs!(
+    ReportPipedMeta,
+    ReportUnregisteredApplicationConfigurations,
+    ListApplications,
+    ListUnhandledCommands,
+    ListNotCompletedDeployments,
+    ListEvents,
+    ReportStat,
+    ReportApplicationLiveState,
+    ReportApplicationLiveStateEvents,
+    ReportApplicationSyncState,
+    CreateDeployment,
+    ReportApplicationMostRecentDeployment,
+    GetApplicationMostRecentDeployment,
+    ReportApplicationDeployingStatus,
+    ReportDeploymentPlanned,
+    ReportDeploymentStatusChanged,
+    ReportStageStatusChanged,
+    ReportStageLogs,
+    ReportStageLogsFromLastCheckpoint,
+    ReportDeploymentCompleted,
+);
+
+impl Rpc {
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Stages of a simulated deployment, as a Kubernetes canary pipeline plans them.
+pub const STAGES: [&str; 3] = [
+    "K8S_CANARY_ROLLOUT",
+    "K8S_PRIMARY_ROLLOUT",
+    "K8S_CANARY_CLEAN",
+];
+
+/// Calls a deployment makes from trigger to completion, at most: CreateDeployment and the
+/// PENDING reference (trigger); the most recent successful deployment (once per
+/// application), deploying on, PLANNED, RUNNING (controller); per stage RUNNING, one live
+/// log flush, the final checkpoint and SUCCESS (scheduler, log persister); COMPLETED, the
+/// SUCCESS reference, deploying off.
+pub const MAX_CALLS_PER_DEPLOYMENT: u64 = 2 + 4 + 4 * STAGES.len() as u64 + 3;
+
+/// Calls of each RPC in one deployment once a piped has run a while, for the monthly
+/// projection: as [`MAX_CALLS_PER_DEPLOYMENT`] without the lookup of the most recent
+/// successful deployment (a piped remembers it per application), plus the drift detector's
+/// report of the new sync state and a live-state events flush of the changed resources.
+pub fn calls_per_deployment(rpc: Rpc) -> u64 {
+    let stages = STAGES.len() as u64;
+    match rpc {
+        Rpc::CreateDeployment
+        | Rpc::ReportDeploymentPlanned
+        | Rpc::ReportDeploymentStatusChanged
+        | Rpc::ReportDeploymentCompleted
+        | Rpc::ReportApplicationSyncState
+        | Rpc::ReportApplicationLiveStateEvents => 1,
+        Rpc::ReportApplicationMostRecentDeployment | Rpc::ReportApplicationDeployingStatus => 2,
+        Rpc::ReportStageStatusChanged => 2 * stages,
+        Rpc::ReportStageLogs | Rpc::ReportStageLogsFromLastCheckpoint => stages,
+        _ => 0,
+    }
+}
+
+/// How many times a loop of `period`, whose first tick falls within its first period after
+/// the piped starts, can tick in `run`: at most ⌊run/period⌋ + 1.
+pub fn max_ticks(run: Duration, period: Duration) -> u64 {
+    (run.as_nanos() / period.as_nanos().max(1)) as u64 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_indexes_line_up() {
+        for (i, rpc) in Rpc::ALL.iter().enumerate() {
+            assert_eq!(rpc.index(), i);
+        }
+        assert_eq!(Rpc::ListUnhandledCommands.name(), "ListUnhandledCommands");
+        assert_eq!(Rpc::ALL.len(), 20);
+    }
+
+    #[test]
+    fn deployment_calls() {
+        let total: u64 = Rpc::ALL.iter().map(|&r| calls_per_deployment(r)).sum();
+        // The bound leaves out the two induced reports and includes the one-off lookup.
+        assert_eq!(total, MAX_CALLS_PER_DEPLOYMENT - 1 + 2);
+        assert_eq!(calls_per_deployment(Rpc::ListUnhandledCommands), 0);
+    }
+
+    #[test]
+    fn tick_bound() {
+        let p = Duration::from_secs(5);
+        assert_eq!(max_ticks(Duration::from_secs(12), p), 3);
+        assert_eq!(max_ticks(Duration::from_secs(10), p), 3);
+        assert_eq!(max_ticks(Duration::from_secs(4), p), 1);
+    }
+}

@@ -151,14 +151,34 @@ async fn get_piped(opened: &Opened, r: &PipedRef) -> Result<model::Piped, CliErr
         })
 }
 
-fn new_key_entry(key: &str) -> Result<model::PipedKey, CliError> {
+fn new_key_entry(key: &str, creator: &str) -> Result<model::PipedKey, CliError> {
     let hash = wisp_auth::keys::hash_secret(key)
         .map_err(|e| CliError::Failure(anyhow::anyhow!("hash piped key: {e}")))?;
     Ok(model::PipedKey {
         hash,
-        creator: CLI_CREATOR.to_string(),
+        creator: creator.to_string(),
         created_at: wisp_store::collection::now_unix(),
     })
+}
+
+/// A new piped of `project` with one freshly generated key, and that key in clear (to
+/// show once). bcrypt makes this take milliseconds of CPU.
+pub(crate) fn new_piped(
+    project: &str,
+    name: String,
+    desc: String,
+    creator: &str,
+) -> Result<(model::Piped, String), CliError> {
+    let key = wisp_auth::keys::generate_piped_key();
+    let piped = model::Piped {
+        id: uuid::Uuid::new_v4().to_string(),
+        name,
+        desc,
+        project_id: project.to_string(),
+        keys: vec![new_key_entry(&key, creator)?],
+        ..Default::default()
+    };
+    Ok((piped, key))
 }
 
 fn print_piped_key(id: &str, key: &str, json: bool) {
@@ -199,16 +219,8 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
                     "a piped named {name:?} already exists in project {project}"
                 )));
             }
-            let id = uuid::Uuid::new_v4().to_string();
-            let key = wisp_auth::keys::generate_piped_key();
-            let piped = model::Piped {
-                id: id.clone(),
-                name,
-                desc,
-                project_id: project.clone(),
-                keys: vec![new_key_entry(&key)?],
-                ..Default::default()
-            };
+            let (piped, key) = new_piped(&project, name, desc, CLI_CREATOR)?;
+            let id = piped.id.clone();
             opened
                 .stores
                 .pipeds
@@ -273,7 +285,7 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
                 )));
             }
             let key = wisp_auth::keys::generate_piped_key();
-            let entry = new_key_entry(&key)?;
+            let entry = new_key_entry(&key, CLI_CREATOR)?;
             opened
                 .stores
                 .pipeds

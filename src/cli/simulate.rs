@@ -71,8 +71,9 @@ pub struct SimulateArgs {
     /// A call unanswered after this long counts as failed.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub call_timeout: Duration,
-    /// Memory of the piped-api Lambda function, for the GB-seconds of the projection.
-    #[arg(long, default_value_t = 256)]
+    /// Memory of the piped-api Lambda function, for the GB-seconds of the projection (the
+    /// Terraform module and SAM template default to 128 MB).
+    #[arg(long, default_value_t = 128)]
     pub lambda_memory_mb: u32,
     /// Architecture of the Lambda functions (sets the default GB-second price).
     #[arg(long, value_enum, default_value_t = LambdaArch::Arm64)]
@@ -348,27 +349,15 @@ async fn register_one(
     name: String,
     apps: usize,
 ) -> Result<RegisteredPiped, CliError> {
-    let id = uuid::Uuid::new_v4().to_string();
-    let key = wisp_auth::keys::generate_piped_key();
-    let hash = {
-        let key = key.clone();
-        tokio::task::spawn_blocking(move || wisp_auth::keys::hash_secret(&key))
-            .await
-            .map_err(|e| CliError::Failure(anyhow::anyhow!("hash piped key: {e}")))?
-            .map_err(|e| CliError::Failure(anyhow::anyhow!("hash piped key: {e}")))?
+    let (piped, key) = {
+        let (project, name) = (project.to_string(), name.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::admin::new_piped(&project, name, "Simulated by wisp simulate".into(), CREATOR)
+        })
+        .await
+        .map_err(|e| CliError::Failure(anyhow::anyhow!("register piped: {e}")))??
     };
-    let piped = model::Piped {
-        id: id.clone(),
-        name: name.clone(),
-        desc: "Simulated by wisp simulate".into(),
-        project_id: project.to_string(),
-        keys: vec![model::PipedKey {
-            hash,
-            creator: CREATOR.to_string(),
-            created_at: wisp_store::collection::now_unix(),
-        }],
-        ..Default::default()
-    };
+    let id = piped.id.clone();
     stores
         .pipeds
         .create(piped)

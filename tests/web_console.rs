@@ -132,19 +132,7 @@ async fn console_registers_a_piped_adds_an_application_and_syncs_it() {
     let token = wisp.admin_session().await;
     let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
 
-    let registered = ok(console
-        .register_piped(web::RegisterPipedRequest {
-            name: "dev".into(),
-            desc: "from the console".into(),
-        })
-        .await);
-    let piped = Piped {
-        project: QUICKSTART.into(),
-        id: registered.id.clone(),
-        key: registered.key.clone(),
-    };
-    let mut piped_client = wisp.piped_client(Via::Grpc, &piped).await;
-    report_meta(&mut piped_client).await;
+    let (piped, mut piped_client) = register_and_connect(&wisp, &mut console, "dev").await;
 
     let listed = ok(console
         .list_pipeds(web::ListPipedsRequest {
@@ -252,6 +240,29 @@ async fn console_registers_a_piped_adds_an_application_and_syncs_it() {
         .await)
     .command_id;
     handle_command(&mut piped_client, &restart, command::Type::RestartPiped).await;
+}
+
+/// Registers a piped from the console, and connects it as the piped would (its first
+/// ReportPipedMeta, watching the `examples` repository).
+async fn register_and_connect(
+    wisp: &Wisp,
+    console: &mut support::web::WebClient,
+    name: &str,
+) -> (Piped, support::Client) {
+    let registered = ok(console
+        .register_piped(web::RegisterPipedRequest {
+            name: name.into(),
+            desc: "from the console".into(),
+        })
+        .await);
+    let piped = Piped {
+        project: QUICKSTART.into(),
+        id: registered.id,
+        key: registered.key,
+    };
+    let mut piped_client = wisp.piped_client(Via::Grpc, &piped).await;
+    report_meta(&mut piped_client).await;
+    (piped, piped_client)
 }
 
 /// The piped finds `command_id` among its unhandled commands and reports it handled.
@@ -861,19 +872,7 @@ async fn a_plugin_applications_live_state_spans_its_deploy_targets() {
     let wisp = Wisp::start();
     let token = wisp.admin_session().await;
     let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
-    let registered = ok(console
-        .register_piped(web::RegisterPipedRequest {
-            name: "v1".into(),
-            desc: String::new(),
-        })
-        .await);
-    let piped = Piped {
-        project: QUICKSTART.into(),
-        id: registered.id.clone(),
-        key: registered.key.clone(),
-    };
-    let mut piped_client = wisp.piped_client(Via::Grpc, &piped).await;
-    report_meta(&mut piped_client).await;
+    let (piped, mut piped_client) = register_and_connect(&wisp, &mut console, "v1").await;
     let targets = |t: &[&str]| model::DeployTargets {
         deploy_targets: t.iter().map(|s| s.to_string()).collect(),
     };

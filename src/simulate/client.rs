@@ -139,8 +139,13 @@ pub fn connect(target: &Target, authorization: &str) -> Result<Client, String> {
         let channel = Endpoint::from(target.origin.clone()).connect_lazy();
         BoxCloneSyncService::new(channel.map_err(|e| TransportError(e.into())))
     };
-    Ok(PipedServiceClient::with_interceptor(transport, credentials)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES))
+    // The generated client puts the origin on each request's path, as hyper's client
+    // needs (a channel does it by itself).
+    Ok(PipedServiceClient::with_origin(
+        InterceptedService::new(transport, credentials),
+        target.origin.clone(),
+    )
+    .max_decoding_message_size(MAX_MESSAGE_BYTES))
 }
 
 fn web_transport(target: &Target) -> Result<Transport, String> {
@@ -150,7 +155,7 @@ fn web_transport(target: &Target) -> Result<Transport, String> {
     http.enforce_http(false);
     http.set_nodelay(true);
     if !target.is_https() {
-        return Ok(web_over(target, http));
+        return Ok(web_over(http));
     }
     // The system's CA certificates, with the TLS provider the rest of the workspace links.
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -160,12 +165,12 @@ fn web_transport(target: &Target) -> Result<Transport, String> {
         .https_only()
         .enable_http1()
         .wrap_connector(http);
-    Ok(web_over(target, https))
+    Ok(web_over(https))
 }
 
 /// tonic-web's client layer over hyper's HTTP/1.1-only client: what goes over the socket
 /// is `application/grpc-web` on HTTP/1.1, as through an ALB to Lambda.
-fn web_over<C>(target: &Target, connector: C) -> Transport
+fn web_over<C>(connector: C) -> Transport
 where
     C: tower::Service<http::Uri> + Clone + Send + Sync + 'static,
     C::Response: hyper::rt::Read
@@ -184,49 +189,10 @@ where
     let web = tower::ServiceBuilder::new()
         .layer(tonic_web::GrpcWebClientLayer::new())
         .service(http1);
-    let svc = AbsoluteUri {
-        inner: web,
-        origin: target.origin.clone(),
-    };
     BoxCloneSyncService::new(
-        svc.map_response(|resp: http::Response<_>| resp.map(Body::new))
+        web.map_response(|resp: http::Response<_>| resp.map(Body::new))
             .map_err(|e| TransportError(e.into())),
     )
-}
-
-/// Makes a request's URI absolute (`origin` + the gRPC path), as hyper's client needs;
-/// the generated client sends the path only.
-#[derive(Clone)]
-struct AbsoluteUri<S> {
-    inner: S,
-    origin: http::Uri,
-}
-
-impl<S, B> tower::Service<http::Request<B>> for AbsoluteUri<S>
-where
-    S: tower::Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        let mut parts = self.origin.clone().into_parts();
-        parts.path_and_query = req.uri().path_and_query().cloned();
-        // Scheme and authority come from a parsed origin and the path from a valid URI:
-        // the parts always fit together; keep the request's URI if they somehow do not.
-        if let Ok(uri) = http::Uri::from_parts(parts) {
-            *req.uri_mut() = uri;
-        }
-        self.inner.call(req)
-    }
 }
 
 #[cfg(test)]

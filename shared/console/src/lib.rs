@@ -72,6 +72,54 @@ struct ResolvedSso {
     session_ttl: Option<std::time::Duration>,
 }
 
+impl ResolvedSso {
+    /// Where to send the browser. `github_redirect` is GitHub's callback (OIDC settings
+    /// carry their own redirect URI).
+    async fn authorization_url(
+        &self,
+        state: &str,
+        github_redirect: Option<&str>,
+    ) -> Result<String, SsoError> {
+        match &self.sso {
+            Sso::Oidc(oidc) => {
+                oidc::OidcClient::new(&oidc.proxy_url)?
+                    .authorization_url(oidc, &self.client_id, state)
+                    .await
+            }
+            Sso::Github(gh) => {
+                github::authorization_url(gh, &self.client_id, github_redirect, state)
+            }
+        }
+    }
+
+    /// Trades the provider's `code` for the signed-in user and their roles in `project`.
+    async fn user(
+        &self,
+        code: &str,
+        github_redirect: Option<&str>,
+        project: &wisp_proto::model::Project,
+    ) -> Result<oidc::SsoUser, SsoError> {
+        match &self.sso {
+            Sso::Oidc(oidc) => {
+                oidc::OidcClient::new(&oidc.proxy_url)?
+                    .user(oidc, &self.client_id, &self.client_secret, code, project)
+                    .await
+            }
+            Sso::Github(gh) => {
+                github::GithubClient::new(gh)?
+                    .user(
+                        &self.client_id,
+                        &self.client_secret,
+                        code,
+                        github_redirect,
+                        project,
+                    )
+                    .await
+            }
+        }
+    }
+}
+
 impl Console {
     pub fn new(web: Arc<WebApi>, signer: SessionSigner) -> Self {
         Console {
@@ -249,22 +297,9 @@ impl Console {
             Ok(s) => s,
             Err(_) => return self.error_redirect("Internal error"),
         };
-        let url = match &resolved.sso {
-            Sso::Oidc(oidc) => match oidc::OidcClient::new(&oidc.proxy_url) {
-                Ok(client) => {
-                    client
-                        .authorization_url(oidc, &resolved.client_id, &state)
-                        .await
-                }
-                Err(e) => Err(e),
-            },
-            Sso::Github(gh) => github::authorization_url(
-                gh,
-                &resolved.client_id,
-                self.github_redirect(&project.id).as_deref(),
-                &state,
-            ),
-        };
+        let url = resolved
+            .authorization_url(&state, self.github_redirect(&project.id).as_deref())
+            .await;
         match url {
             Ok(url) => {
                 let mut resp = Response::new(Bytes::new());
@@ -324,36 +359,9 @@ impl Console {
             Ok(s) => s,
             Err(e) => return self.error_redirect(&e.to_string()),
         };
-        let user = match &resolved.sso {
-            Sso::Oidc(oidc) => match oidc::OidcClient::new(&oidc.proxy_url) {
-                Ok(client) => {
-                    client
-                        .user(
-                            oidc,
-                            &resolved.client_id,
-                            &resolved.client_secret,
-                            code,
-                            &project,
-                        )
-                        .await
-                }
-                Err(e) => Err(e),
-            },
-            Sso::Github(gh) => match github::GithubClient::new(gh) {
-                Ok(client) => {
-                    client
-                        .user(
-                            &resolved.client_id,
-                            &resolved.client_secret,
-                            code,
-                            self.github_redirect(&project.id).as_deref(),
-                            &project,
-                        )
-                        .await
-                }
-                Err(e) => Err(e),
-            },
-        };
+        let user = resolved
+            .user(code, self.github_redirect(&project.id).as_deref(), &project)
+            .await;
         let user = match user {
             Ok(u) => u,
             Err(e) => {

@@ -42,20 +42,12 @@ impl ProviderClient {
     /// A client going straight to the providers, or through the HTTP proxy at
     /// `proxy_url` when it is not empty.
     pub fn new(proxy_url: &str) -> Result<Self, SsoError> {
-        let mut roots = rustls::RootCertStore::empty();
-        let found = rustls_native_certs::load_native_certs();
-        let _ = roots.add_parsable_certificates(found.certs);
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| SsoError::Config(format!("TLS: {e}")))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let tls = tls_config()?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(PROVIDER_TIMEOUT));
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
+            .with_tls_config((*tls).clone())
             .https_or_http()
             .enable_http1();
         let inner = if proxy_url.trim().is_empty() {
@@ -126,6 +118,25 @@ impl ProviderClient {
             serde_json::from_slice(&body).map_err(|e| SsoError::Provider(format!("{url}: {e}")))?;
         Ok((headers, value))
     }
+}
+
+/// TLS with the system's CA certificates, read once per process: a login should not
+/// read the certificate store again.
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, SsoError> {
+    static TLS: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>> =
+        std::sync::OnceLock::new();
+    TLS.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        let _ = roots.add_parsable_certificates(found.certs);
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+            .map_err(|e| format!("TLS: {e}"))
+    })
+    .clone()
+    .map_err(SsoError::Config)
 }
 
 /// The proxy's address, and a `Proxy-Authorization` value when the URL carries

@@ -342,6 +342,7 @@ impl Opened {
     /// The stores in one line, for the log (no credentials).
     pub fn describe(&self) -> String {
         let spec = &self.config.spec;
+        let filestore = self.describe_filestore();
         let datastore = match &spec.datastore {
             DatastoreConfig::Local(c) => {
                 format!("sqlite:{}", c.path.clone().unwrap_or_default().display())
@@ -352,7 +353,16 @@ impl Opened {
             },
             other => other.store_type().to_string(),
         };
-        let filestore = match &spec.filestore {
+        let cache = match &spec.cache.backend {
+            CacheBackend::Memory(_) => "cache:memory".to_string(),
+            CacheBackend::Redis(c) => format!("cache:{}", c.display_address()),
+        };
+        format!("{datastore} {filestore} {cache}")
+    }
+
+    /// The filestore in a few words (no credentials).
+    pub fn describe_filestore(&self) -> String {
+        match &self.config.spec.filestore {
             FilestoreConfig::Local(c) => {
                 format!("dir:{}", c.dir.clone().unwrap_or_default().display())
             }
@@ -369,11 +379,6 @@ impl Opened {
                 )
             }
             other => other.store_type().to_string(),
-        };
-        let cache = match &spec.cache.backend {
-            CacheBackend::Memory(_) => "cache:memory".to_string(),
-            CacheBackend::Redis(c) => format!("cache:{}", c.display_address()),
-        };
-        format!("{datastore} {filestore} {cache}")
+        }
     }
 }

@@ -37,7 +37,8 @@ locals {
       s3_objects = local.s3_objects
     }
     "http" = {
-      # Console login reads the project (GetItem); static files come from web_prefix.
+      # Console login reads the project (GetItem); static files come from web_prefix:
+      # index.html read here, the rest by presigned URLs signed with this role.
       dynamodb   = local.dynamodb_read
       s3         = var.web_prefix == null ? [] : ["s3:GetObject"]
       s3_objects = "${aws_s3_bucket.this.arn}/${var.s3_key_prefix}${coalesce(var.web_prefix, "console/")}*"

@@ -2,6 +2,7 @@
 
 mod aws;
 mod bridge;
+mod console;
 mod migrate;
 mod serve;
 mod simulate;
@@ -51,6 +52,9 @@ pub enum Command {
     /// Set up the AWS stores a config names (DynamoDB table, S3 bucket).
     #[command(subcommand)]
     Aws(aws::AwsCommand),
+    /// Put a built web console where the AWS deployment serves it from.
+    #[command(subcommand)]
+    Console(console::ConsoleCommand),
     /// Drive a running control plane with a fleet of simulated pipeds at upstream's
     /// cadence; report calls, latencies, failures and a monthly AWS cost projection.
     Simulate(simulate::SimulateArgs),
@@ -250,6 +254,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Bridge(args) => bridge::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
         Command::Aws(cmd) => aws::run(cmd).await,
+        Command::Console(cmd) => console::run(cmd).await,
         Command::Simulate(args) => simulate::run(args).await,
     }
 }

@@ -6,7 +6,11 @@
 //! config and the encryption key in Secrets Manager (moto), as in a deployment.
 //!
 //! Like AWS, each function instance handles one event at a time; the ALB emulator queues
-//! the rest.
+//! the rest. The ALB's limits for Lambda targets hold here as there: a request body over
+//! 1 MB is refused with 413 before any function sees it, and a function response whose
+//! JSON is over 1 MB becomes a 502. The `http` function reads the console's files from
+//! the bucket's `console/` prefix (the deployment's `web_prefix`), where `wisp console
+//! upload` puts them.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -57,6 +61,13 @@ const ROUTES: &[(&str, &[&str])] = &[
 const DEFAULT_FUNCTION: &str = "wisp-http";
 /// Functions that take no ALB traffic, invoked directly (EventBridge in AWS).
 const SCHEDULED: &[&str] = &["wisp-jobs"];
+
+/// The ALB's limits for Lambda targets: the request body it forwards, and the response
+/// JSON it accepts back (AWS says 1 MB; we take the smaller reading, 10^6 bytes).
+const ALB_MAX_REQUEST_BODY: usize = 1_000_000;
+const ALB_MAX_RESPONSE_JSON: usize = 1_000_000;
+/// The `http` function's WISP_WEB_PREFIX, as the Terraform module and SAM template set it.
+pub const WEB_PREFIX: &str = "console/";
 
 /// How long an invocation may take before the emulator gives up (the ALB's timeout).
 const INVOKE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -337,6 +348,9 @@ async fn start_function(
     if let Some(key) = &backend.key_secret {
         cmd.env("WISP_ENCRYPTION_KEY_SECRET", key);
     }
+    if name == DEFAULT_FUNCTION {
+        cmd.env("WISP_WEB_PREFIX", WEB_PREFIX);
+    }
     let child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("start {}: {e}", path.display()));
@@ -502,6 +516,17 @@ async fn alb(routes: Routes, req: Request<Incoming>) -> HttpResponse {
         Ok(b) => b.to_bytes(),
         Err(e) => return respond(StatusCode::BAD_REQUEST, e.to_string()),
     };
+    if body.len() > ALB_MAX_REQUEST_BODY {
+        eprintln!(
+            "ALB emulator: refused a request body of {} bytes for {} (limit {ALB_MAX_REQUEST_BODY})",
+            body.len(),
+            parts.uri.path()
+        );
+        return respond(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "413 Request Entity Too Large",
+        );
+    }
     let function = function_for(parts.uri.path());
     let Some(Route {
         tx,
@@ -560,6 +585,15 @@ async fn alb(routes: Routes, req: Request<Incoming>) -> HttpResponse {
             return respond(StatusCode::BAD_GATEWAY, "502 Bad Gateway");
         }
     };
+    if reply.len() > ALB_MAX_RESPONSE_JSON {
+        eprintln!(
+            "ALB emulator: {function} answered {} with {} bytes of JSON (limit \
+             {ALB_MAX_RESPONSE_JSON}): 502",
+            parts.uri.path(),
+            reply.len()
+        );
+        return respond(StatusCode::BAD_GATEWAY, "502 Bad Gateway");
+    }
     alb_response(&reply).unwrap_or_else(|e| {
         eprintln!("ALB emulator: {function} sent an invalid response: {e}");
         respond(StatusCode::BAD_GATEWAY, "502 Bad Gateway")

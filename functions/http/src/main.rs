@@ -4,9 +4,12 @@
 //! deployment fails its health check).
 //!
 //! The console's built files come from `WISP_WEB_PREFIX`, a prefix of the filestore
-//! (the S3 bucket, e.g. `console/`), or `WISP_WEB_DIR`, a directory inside the function's
-//! package (e.g. `/var/task/web`); without either only `/healthz` and `/auth/*` are
-//! served.
+//! (the S3 bucket, e.g. `console/`, where `wisp console upload` puts them): `index.html`
+//! is answered here, every other file with a redirect to a presigned S3 URL, since the
+//! scripts are larger than the 1 MB an ALB takes from a Lambda function. Or
+//! `WISP_WEB_DIR`, a directory inside the function's package (e.g. `/var/task/web`),
+//! only for consoles whose every file fits. Without either only `/healthz` and
+//! `/auth/*` are served.
 //! `WISP_INSECURE_COOKIE=true` drops `Secure` from the cookies (never behind HTTPS).
 
 use std::sync::Arc;
@@ -28,7 +31,10 @@ async fn main() -> Result<(), lambda_http::Error> {
         console = console.with_sso_key(key);
     }
     if let Ok(prefix) = std::env::var("WISP_WEB_PREFIX") {
-        console = console.with_static_filestore(boot.stores.filestore.clone(), prefix);
+        let files =
+            wisp_console::StaticFiles::from_filestore(boot.stores.filestore.clone(), prefix)
+                .redirect_assets(true);
+        console = console.with_static_files(files);
     } else if let Some(dir) = std::env::var_os("WISP_WEB_DIR") {
         console = console.with_static_dir(dir);
     }

@@ -405,6 +405,8 @@ impl Bridge {
         insert(out, header::ACCEPT, &web_content_type);
         out.insert("x-grpc-web", HeaderValue::from_static("1"));
         out.insert("grpc-accept-encoding", HeaderValue::from_static("gzip"));
+        // Behind the ALB, large answers come gzip-compressed as a whole.
+        out.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
         if let Some(encoding) = &request_encoding {
             insert(
                 out,
@@ -460,6 +462,12 @@ impl Bridge {
             }
         };
 
+        let (resp, resp_body) = inflate_response(resp, resp_body, max_response).map_err(|why| {
+            Failure::new(
+                Code::Internal,
+                format!("malformed response from {upstream} for {path}: {why}"),
+            )
+        })?;
         let accepts_gzip = headers::lists_encoding(&parts.headers, "grpc-accept-encoding", "gzip");
         let (response, status) = self.translate(
             resp,
@@ -688,6 +696,31 @@ fn compress_request(
         client_encoding
     };
     Ok((out.freeze(), encoding))
+}
+
+/// The response with its body inflated when it came `Content-Encoding: gzip` (at most
+/// `limit` bytes once inflated).
+fn inflate_response(
+    mut resp: http::response::Parts,
+    body: Bytes,
+    limit: usize,
+) -> Result<(http::response::Parts, Bytes), String> {
+    let encoding = resp
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase());
+    match encoding.as_deref() {
+        None | Some("identity") => Ok((resp, body)),
+        Some("gzip") | Some("x-gzip") => {
+            let inflated = compress::gunzip(&body, limit)
+                .map_err(|e| format!("the gzip-compressed body: {e}"))?;
+            resp.headers.remove(header::CONTENT_ENCODING);
+            resp.headers.remove(header::CONTENT_LENGTH);
+            Ok((resp, Bytes::from(inflated)))
+        }
+        Some(other) => Err(format!("unsupported content-encoding {other:?}")),
+    }
 }
 
 fn insert(headers: &mut HeaderMap, name: header::HeaderName, value: &str) {

@@ -335,6 +335,44 @@ async fn large_requests_are_gzipped_and_gzip_responses_are_inflated_unless_accep
     );
 }
 
+/// Behind the ALB a large answer comes `Content-Encoding: gzip` as a whole (frames and
+/// trailers inside); the bridge asks for it and hands the client the plain gRPC answer.
+#[tokio::test]
+async fn whole_body_gzip_responses_are_inflated() {
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 17) as u8).collect();
+    let answer = big.clone();
+    let (up, seen) = upstream(Arc::new(move |_: &Seen| {
+        let mut body = frame_of(0, &answer);
+        body.extend(frame_of(FLAG_TRAILERS, b"grpc-status: 0\r\n"));
+        let packed = compress::gzip(&body).expect("gzip");
+        web_response(
+            packed,
+            &[("content-encoding", "gzip"), ("vary", "accept-encoding")],
+        )
+    }))
+    .await;
+    let bridge = bridge_to(&format!("http://{up}"), |_| {}).await;
+    let got = h2_call(bridge, METHOD, &[], frame_of(0, b"hello")).await;
+    assert_eq!(got.grpc_status().0, "0");
+    assert!(!got.headers.contains_key("content-encoding"));
+    assert_eq!(got.body, Bytes::from(frame_of(0, &big)));
+    assert_eq!(
+        seen.lock().expect("lock")[0].headers["accept-encoding"],
+        "gzip"
+    );
+
+    // A body that says gzip but is not: a clear INTERNAL, not garbage passed on.
+    let (up, _) = upstream(Arc::new(|_: &Seen| {
+        web_response(b"not gzip at all".to_vec(), &[("content-encoding", "gzip")])
+    }))
+    .await;
+    let bridge = bridge_to(&format!("http://{up}"), |_| {}).await;
+    let got = h2_call(bridge, METHOD, &[], frame_of(0, b"hello")).await;
+    let (code, message) = got.grpc_status();
+    assert_eq!(code, "13", "{message}");
+    assert!(message.contains("gzip"), "{message}");
+}
+
 #[tokio::test]
 async fn plain_http_failures_become_grpc_statuses() {
     let (up, _) = upstream(Arc::new(|seen: &Seen| {

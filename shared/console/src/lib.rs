@@ -26,7 +26,7 @@ use wisp_services::web::rbac::ADMIN;
 use crate::oidc::SsoError;
 
 pub use layer::{ConsoleLayer, ConsoleService};
-pub use static_files::StaticFiles;
+pub use static_files::{StaticFiles, content_type, object_meta};
 
 pub const LOGIN_PATH: &str = "/auth/login";
 pub const STATIC_LOGIN_PATH: &str = "/auth/login/static";
@@ -176,6 +176,12 @@ impl Console {
         prefix: impl Into<String>,
     ) -> Self {
         self.files = Some(StaticFiles::from_filestore(filestore, prefix));
+        self
+    }
+
+    /// Serves the console's built static files as `files` says.
+    pub fn with_static_files(mut self, files: StaticFiles) -> Self {
+        self.files = Some(files);
         self
     }
 

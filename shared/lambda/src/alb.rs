@@ -12,7 +12,10 @@
 //!   error — instead of the ALB's opaque 502;
 //! - collects the response body (gRPC-web carries its trailers in the body) and moves
 //!   HTTP trailers of a body-less response into its headers, since an ALB response has
-//!   no trailers.
+//!   no trailers;
+//! - compresses the body (`Content-Encoding: gzip`) when the request accepts gzip and
+//!   the body is worth it: a browser inflates it below the gRPC-web client, so a large
+//!   WebService answer (a stage log, a live state) fits the 1 MB several times over.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,7 +23,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
+use http::header::{
+    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT, VARY,
+};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use lambda_http::Body;
@@ -30,6 +35,10 @@ use crate::limits::{ALB_MAX_REQUEST_BODY, ALB_MAX_RESPONSE_JSON, response_json_l
 
 /// The body the wrapped service receives.
 pub type RequestBody = Full<Bytes>;
+
+/// Bodies smaller than this go out as they are: gzip would save too little to pay for
+/// its CPU (a piped's polls are a few hundred bytes).
+const GZIP_MIN_BYTES: usize = 4 * 1024;
 
 /// What the ALB's health checker sends as its user agent (`ELB-HealthChecker/2.0`).
 const HEALTH_CHECKER: &str = "ELB-HealthChecker/";
@@ -76,6 +85,7 @@ where
             return Box::pin(std::future::ready(Ok(health_ok())));
         }
         let protocol = Protocol::of(req.headers());
+        let gzip = accepts_gzip(req.headers());
         let (parts, body) = req.into_parts();
         let bytes = match body {
             Body::Text(text) => Bytes::from(text),
@@ -99,7 +109,7 @@ where
             .call(http::Request::from_parts(parts, Full::new(bytes)));
         Box::pin(async move {
             let Ok(response) = call.await;
-            Ok(into_alb_response(response, &protocol, &path).await)
+            Ok(into_alb_response(response, &protocol, &path, gzip).await)
         })
     }
 }
@@ -144,6 +154,7 @@ async fn into_alb_response<B>(
     response: Response<B>,
     protocol: &Protocol,
     path: &str,
+    gzip: bool,
 ) -> Response<Body>
 where
     B: http_body::Body<Data = Bytes>,
@@ -191,6 +202,11 @@ where
         );
     }
     let raw_len = bytes.len();
+    let bytes = if gzip {
+        compress(&mut parts.headers, bytes)
+    } else {
+        bytes
+    };
     let mut body = lambda_body(&parts.headers, bytes);
     let json_len = response_json_len(parts.status, &parts.headers, &mut body);
     if json_len > ALB_MAX_RESPONSE_JSON {
@@ -203,6 +219,51 @@ where
         return response_too_large(protocol, raw_len, json_len);
     }
     Response::from_parts(parts, body)
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip (`gzip`, `x-gzip` or `*`, not with
+/// `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or_default().trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            !refused
+                && (coding.eq_ignore_ascii_case("gzip")
+                    || coding.eq_ignore_ascii_case("x-gzip")
+                    || coding == "*")
+        })
+}
+
+/// gzip-compresses `bytes` when that is worth it, marking the headers; else returns them
+/// unchanged.
+fn compress(headers: &mut HeaderMap, bytes: Bytes) -> Bytes {
+    use std::io::Write;
+    if bytes.len() < GZIP_MIN_BYTES || headers.contains_key(CONTENT_ENCODING) {
+        return bytes;
+    }
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 4),
+        flate2::Compression::default(),
+    );
+    let packed = match encoder.write_all(&bytes).and_then(|()| encoder.finish()) {
+        Ok(packed) if packed.len() < bytes.len() => packed,
+        _ => return bytes,
+    };
+    headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    headers.remove(CONTENT_LENGTH);
+    headers.append(VARY, HeaderValue::from_static("accept-encoding"));
+    Bytes::from(packed)
 }
 
 /// The body lambda_http will send for these headers: text for textual content types
@@ -322,6 +383,44 @@ mod tests {
             ("content-type", "text/html"),
             ("content-encoding", "gzip")
         ])));
+    }
+
+    #[test]
+    fn accept_encoding_is_read_like_a_browser_sends_it() {
+        assert!(accepts_gzip(&headers(&[(
+            "accept-encoding",
+            "gzip, deflate, br, zstd"
+        )])));
+        assert!(accepts_gzip(&headers(&[(
+            "accept-encoding",
+            "br;q=1.0, GZIP;q=0.5"
+        )])));
+        assert!(accepts_gzip(&headers(&[("accept-encoding", "*")])));
+        assert!(!accepts_gzip(&headers(&[("accept-encoding", "gzip;q=0")])));
+        assert!(!accepts_gzip(&headers(&[("accept-encoding", "identity")])));
+        assert!(!accepts_gzip(&headers(&[])));
+    }
+
+    #[test]
+    fn large_bodies_are_compressed_small_ones_left_alone() {
+        use std::io::Read;
+        let text = "a stage log line that repeats\n".repeat(1000);
+        let mut h = headers(&[("content-type", "application/grpc-web+proto")]);
+        let packed = compress(&mut h, Bytes::from(text.clone()));
+        assert_eq!(h[CONTENT_ENCODING], "gzip");
+        assert_eq!(h[VARY], "accept-encoding");
+        assert!(packed.len() < text.len() / 10);
+        let mut inflated = String::new();
+        flate2::read::GzDecoder::new(packed.as_ref())
+            .read_to_string(&mut inflated)
+            .expect("gzip");
+        assert_eq!(inflated, text);
+        assert!(!is_text(&h), "a compressed body goes base64");
+
+        let mut h = headers(&[("content-type", "application/grpc-web+proto")]);
+        let small = compress(&mut h, Bytes::from_static(b"tiny"));
+        assert_eq!(small.as_ref(), b"tiny");
+        assert!(!h.contains_key(CONTENT_ENCODING));
     }
 
     #[test]

@@ -133,7 +133,11 @@ impl Boot {
                 )
             })
             .collect();
-        let web = wisp_services::web::WebApi::new(self.stores.clone(), projects);
+        // Every WebService answer of a function goes through the ALB.
+        let web = wisp_services::web::WebApi::new(self.stores.clone(), projects)
+            .with_response_budget(wisp_services::web::ResponseBudget {
+                max_compressed_bytes: crate::limits::WEB_RESPONSE_BUDGET,
+            });
         match &self.encryption_key {
             Some(key) => web.with_sso_key(*key.aes_key()),
             None => web,

@@ -20,6 +20,11 @@ pub const ALB_MAX_REQUEST_BODY: usize = 1_000_000;
 /// Largest response document (JSON) the ALB accepts from a Lambda function.
 pub const ALB_MAX_RESPONSE_JSON: usize = 1_000_000;
 
+/// The most a WebService answer may weigh once gzip-compressed: what fits the response
+/// JSON in base64 (749,250 bytes for 999,000 of JSON), less room for the gRPC-web frame
+/// and trailers, the gzip header and the ALB response's headers.
+pub const WEB_RESPONSE_BUDGET: usize = 740_000;
+
 /// Length of the standard base64 encoding (with padding) of `n` bytes.
 pub fn base64_len(n: usize) -> usize {
     n.div_ceil(3).saturating_mul(4)
@@ -79,6 +84,7 @@ mod tests {
         assert_eq!(base64_len(3), 4);
         assert_eq!(base64_len(4), 8);
         assert_eq!(base64_len(750_000), 1_000_000);
+        assert!(base64_len(WEB_RESPONSE_BUDGET + 2_000) + 4_000 < ALB_MAX_RESPONSE_JSON);
     }
 
     #[test]

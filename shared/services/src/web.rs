@@ -8,6 +8,7 @@
 
 mod api_keys;
 mod applications;
+mod budget;
 mod chains;
 mod commands;
 mod deployments;
@@ -26,6 +27,7 @@ use wisp_store::stores::Stores;
 
 use crate::error::ServiceError;
 
+pub use budget::ResponseBudget;
 pub use wisp_auth::WebCaller;
 
 /// A caller whose roles allow the RPC being served. Only [`WebApi::authorize`] makes one.
@@ -76,6 +78,8 @@ pub struct WebApi {
     /// AES-256 key protecting stored SSO client secrets (the encryption key's first
     /// 32 bytes).
     sso_key: Option<[u8; 32]>,
+    /// The most one answer may weigh, where the transport has a bound (behind the ALB).
+    response_budget: Option<ResponseBudget>,
 }
 
 impl WebApi {
@@ -84,7 +88,14 @@ impl WebApi {
             stores,
             config_projects: Arc::new(config_projects),
             sso_key: None,
+            response_budget: None,
         }
+    }
+
+    /// Shortens the answers that can be shortened (stage logs) to fit `budget`.
+    pub fn with_response_budget(mut self, budget: ResponseBudget) -> Self {
+        self.response_budget = Some(budget);
+        self
     }
 
     /// The key that encrypts SSO client secrets at rest.

@@ -20,10 +20,12 @@ use async_trait::async_trait;
 use aws_config::{BehaviorVersion, ConfigLoader, Region, SdkConfig};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use wisp_store::error::{Result, StoreError};
 use wisp_store::filestore::{
-    Filestore, ListPage, Object, ObjectAttrs, PutCondition, validate_path, validate_prefix,
+    Filestore, ListPage, Object, ObjectAttrs, ObjectMeta, PresignedGet, PutCondition,
+    validate_path, validate_prefix,
 };
 
 /// Most keys one ListObjectsV2 call returns.
@@ -289,6 +291,19 @@ impl Filestore for S3Filestore {
     }
 
     async fn put(&self, path: &str, data: Vec<u8>, condition: PutCondition) -> Result<String> {
+        self.put_with_meta(path, data, condition, &ObjectMeta::default())
+            .await
+    }
+
+    /// `meta` becomes the object's `Content-Type` and `Cache-Control`, which S3 answers
+    /// with (presigned downloads included).
+    async fn put_with_meta(
+        &self,
+        path: &str,
+        data: Vec<u8>,
+        condition: PutCondition,
+        meta: &ObjectMeta,
+    ) -> Result<String> {
         validate_path(path)?;
         let what = format!("object {path}");
         let request = self
@@ -296,6 +311,8 @@ impl Filestore for S3Filestore {
             .put_object()
             .bucket(&self.bucket)
             .key(self.key(path))
+            .set_content_type(meta.content_type.clone())
+            .set_cache_control(meta.cache_control.clone())
             .body(ByteStream::from(data));
         let request = match &condition {
             PutCondition::Any => request,
@@ -407,5 +424,28 @@ impl Filestore for S3Filestore {
                 failure => Err(store_error(&what, failure)),
             },
         }
+    }
+
+    /// S3's presigned GetObject URL, signed with this client's credentials (locally, no
+    /// call to S3): it stops working at the earlier of its expiry and theirs.
+    async fn presigned_get(&self, path: &str, request: &PresignedGet) -> Result<Option<String>> {
+        validate_path(path)?;
+        let what = format!("object {path}");
+        let config = PresigningConfig::builder()
+            .start_time(request.signed_at)
+            .expires_in(request.expires_in)
+            .build()
+            .map_err(|e| StoreError::Internal(format!("{what}: presigning: {e}")))?;
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .set_response_content_type(request.content_type.clone())
+            .set_response_cache_control(request.cache_control.clone())
+            .presigned(config)
+            .await
+            .map_err(|e| store_error(&what, classify(e)))?;
+        Ok(Some(presigned.uri().to_string()))
     }
 }

@@ -99,6 +99,7 @@ cases!(
     filestore_list,
     filestore_delete,
     filestore_invalid_paths,
+    filestore_presigned_get,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -371,4 +372,70 @@ async fn from_config_uses_path_style_with_an_endpoint() {
         .await
         .expect("from_s3_config");
     assert_eq!(same.get("x/y.json").await.expect("get").etag, etag);
+}
+
+/// A presigned URL downloads the object without credentials, with the content type and
+/// cache control it was stored and signed with (the console's files reach browsers this
+/// way; S3 honours both, moto only the stored ones).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn presigned_urls_download_the_object() {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    use wisp_store::{ObjectMeta, PresignedGet};
+
+    let Some(fs) = store("presigned_urls_download_the_object", Some("wisp/")).await else {
+        return;
+    };
+    let body = "console.log(\"Déploiement réussi ✓\");".as_bytes().to_vec();
+    let meta = ObjectMeta {
+        content_type: Some("text/javascript; charset=utf-8".into()),
+        cache_control: Some("public, max-age=31536000, immutable".into()),
+    };
+    fs.put_with_meta(
+        "console/assets/index.0123abcd9.js",
+        body.clone(),
+        PutCondition::Any,
+        &meta,
+    )
+    .await
+    .expect("put");
+    let request = PresignedGet {
+        signed_at: std::time::SystemTime::now() - Duration::from_secs(60),
+        expires_in: Duration::from_secs(3600),
+        content_type: meta.content_type.clone(),
+        cache_control: meta.cache_control.clone(),
+    };
+    let url = fs
+        .presigned_get("console/assets/index.0123abcd9.js", &request)
+        .await
+        .expect("presign")
+        .expect("S3 has presigned URLs");
+    assert!(url.contains("X-Amz-Signature="), "{url}");
+    assert!(
+        url.contains("/wisp/console/assets/"),
+        "the key prefix: {url}"
+    );
+
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
+    let response = client
+        .get(url.parse().expect("URL"))
+        .await
+        .expect("GET the presigned URL");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/javascript; charset=utf-8"
+    );
+    assert_eq!(
+        response.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    let got = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(got.as_ref(), body.as_slice());
 }

@@ -65,6 +65,7 @@ cases!(
     filestore_list,
     filestore_delete,
     filestore_invalid_paths,
+    filestore_presigned_get,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

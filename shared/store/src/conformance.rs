@@ -766,6 +766,7 @@ pub async fn filestore_suite(fs: Arc<dyn Filestore>) {
     filestore_list(&*fs).await;
     filestore_delete(&*fs).await;
     filestore_invalid_paths(&*fs).await;
+    filestore_presigned_get(&*fs).await;
     filestore_concurrent_appends(fs.clone()).await;
 }
 
@@ -1064,7 +1065,37 @@ pub async fn filestore_invalid_paths(fs: &dyn Filestore) {
             StoreError::InvalidArgument(_)
         );
         assert_err!(fs.delete(bad).await, StoreError::InvalidArgument(_));
+        assert_err!(
+            fs.presigned_get(bad, &presign_request()).await,
+            StoreError::InvalidArgument(_)
+        );
     }
+}
+
+fn presign_request() -> crate::filestore::PresignedGet {
+    crate::filestore::PresignedGet {
+        signed_at: std::time::SystemTime::now(),
+        expires_in: Duration::from_secs(600),
+        content_type: Some("text/javascript; charset=utf-8".into()),
+        cache_control: None,
+    }
+}
+
+/// A backend either has no presigned URLs or gives an absolute http(s) URL that names
+/// the object; the same signing time gives the same URL (browsers cache by URL).
+pub async fn filestore_presigned_get(fs: &dyn Filestore) {
+    let path = format!("console/{}/app.0123abcd.js", unique("fs-presign"));
+    let request = presign_request();
+    let Some(url) = fs.presigned_get(&path, &request).await.expect("presign") else {
+        return;
+    };
+    assert!(
+        url.starts_with("https://") || url.starts_with("http://"),
+        "{url}"
+    );
+    assert!(url.contains("app.0123abcd.js"), "{url}");
+    let again = fs.presigned_get(&path, &request).await.expect("presign");
+    assert_eq!(again.as_deref(), Some(url.as_str()));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 //! Object storage: stage logs, live state, shared objects, command outputs, insights.
 //! Keys follow upstream's layout (see the domain stores).
 
+use std::time::{Duration, SystemTime};
+
 use async_trait::async_trait;
 
 use crate::error::{Result, StoreError};
@@ -39,16 +41,60 @@ pub enum PutCondition {
     Matches(String),
 }
 
+/// How a backend that serves objects itself (S3, through presigned URLs) answers for an
+/// object: set when it is written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub content_type: Option<String>,
+    pub cache_control: Option<String>,
+}
+
+/// What a presigned download URL grants: who holds it may GET one object until it expires,
+/// without credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresignedGet {
+    /// When the signature becomes valid. The same time (and credentials) give the same
+    /// URL, so rounding it down lets browsers cache what the URL points at.
+    pub signed_at: SystemTime,
+    /// How long after `signed_at` the URL works.
+    pub expires_in: Duration,
+    /// The `Content-Type` to answer with, whatever the object was stored with.
+    pub content_type: Option<String>,
+    /// The `Cache-Control` to answer with.
+    pub cache_control: Option<String>,
+}
+
 #[async_trait]
 pub trait Filestore: Send + Sync + 'static {
     /// `NotFound` when absent.
     async fn get(&self, path: &str) -> Result<Object>;
     /// Returns the new etag.
     async fn put(&self, path: &str, data: Vec<u8>, condition: PutCondition) -> Result<String>;
+    /// [`Filestore::put`], recording `meta` where the backend serves objects itself;
+    /// backends that never do ignore it.
+    async fn put_with_meta(
+        &self,
+        path: &str,
+        data: Vec<u8>,
+        condition: PutCondition,
+        meta: &ObjectMeta,
+    ) -> Result<String> {
+        let _ = meta;
+        self.put(path, data, condition).await
+    }
     /// Objects whose path starts with `prefix`, in path order.
     async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<ListPage>;
     /// Deleting an absent object is not an error.
     async fn delete(&self, path: &str) -> Result<()>;
+    /// A URL from which anyone may download the object as `request` says, for objects
+    /// too large to pass through the caller (the console's files behind the load
+    /// balancer). `Ok(None)`: this backend has no such URLs. Does not check that the
+    /// object exists.
+    async fn presigned_get(&self, path: &str, request: &PresignedGet) -> Result<Option<String>> {
+        let _ = request;
+        validate_path(path)?;
+        Ok(None)
+    }
 }
 
 /// Object names may not have a segment starting with this: the local filestore uses it

@@ -28,6 +28,8 @@ pub use cache::Cache;
 pub use collection::{Collection, Entity, EntityPage, ListOptions};
 pub use datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Page, Query, Record};
 pub use error::StoreError;
-pub use filestore::{Filestore, ListPage, Object, ObjectAttrs, PutCondition};
+pub use filestore::{
+    Filestore, ListPage, Object, ObjectAttrs, ObjectMeta, PresignedGet, PutCondition,
+};
 pub use memory_cache::MemoryCache;
 pub use stores::Stores;

@@ -112,9 +112,20 @@ impl WebApi {
                 StoreError::NotFound(_) => ServiceError::NotFound("The stage log not found".into()),
                 other => ServiceError::store(other, "get stage log"),
             })?;
-        Ok(GetStageLogResponse {
-            blocks: log.blocks,
-            completed: log.completed,
+        Ok(match &self.response_budget {
+            Some(budget) => budget.fit_stage_log(
+                log.blocks,
+                log.completed,
+                &wisp_store::stagelog::stage_log_path(
+                    &deployment.id,
+                    &req.stage_id,
+                    req.retried_count,
+                ),
+            ),
+            None => GetStageLogResponse {
+                blocks: log.blocks,
+                completed: log.completed,
+            },
         })
     }
 

@@ -1,0 +1,420 @@
+//! The web console in a real browser: headless Chromium (Debian's `chromium`, driven by
+//! `playwright-core` from npm through `tests/browser/console.mjs`) against a console made
+//! here with the traits that broke upstream's v0.57.0 console: an `index.html` without a
+//! meta charset, scripts holding UTF-8 text, an entry script over 1 MB and a lazily loaded
+//! chunk over 2 MB. The page logs in through the form, calls WebService GetMe and
+//! GetStageLog (a log over 1 MB) over gRPC-web, and must fully work:
+//! - on `wisp serve --web-dir`;
+//! - on the AWS path: the real function bootstraps behind the ALB emulator, which enforces
+//!   the ALB's 1 MB limits, with the console uploaded by `wisp console upload` to the
+//!   bucket prefix the `http` function reads.
+//!
+//! Needs node, `npm ci --prefix tests/browser` and Chromium (`WISP_CHROMIUM`, default
+//! /usr/bin/chromium); `scripts/test` installs them and sets
+//! `WISP_REQUIRE_BROWSER_TESTS=1`, which turns a missing piece into a failure instead of
+//! a skip. The first render of each page is printed (a benchmark figure, not asserted).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use wisp_proto::model::{self, DeploymentStatus, StageStatus};
+use wisp_proto::pipedservice as ps;
+use wisp_proto::webservice as web;
+
+use support::api::report_meta;
+use support::{Piped, QUICKSTART, Via, Wisp, fixtures, ok};
+
+const ENTRY: &str = "assets/index.3f2a9c1b7.js";
+const CHUNK: &str = "assets/27.0d4e8a6f2.chunk.js";
+/// Sizes past which the ALB path breaks (1 MB), and then some.
+const ENTRY_MIN_BYTES: usize = 1_100_000;
+const CHUNK_MIN_BYTES: usize = 2_100_000;
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// The directory of the browser driver.
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// Whether the browser pieces are here; `None` after a note (or a panic, when
+/// `WISP_REQUIRE_BROWSER_TESTS=1`) when one is missing.
+fn browser_available(test: &str) -> Option<()> {
+    let chromium = std::env::var("WISP_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let missing = if !Path::new(&chromium).exists() {
+        Some(format!(
+            "no Chromium at {chromium} (apt-get install chromium)"
+        ))
+    } else if !browser_dir().join("node_modules/playwright-core").is_dir() {
+        Some("playwright-core is not installed (npm ci --prefix tests/browser)".into())
+    } else if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        Some("node is not installed".into())
+    } else {
+        None
+    };
+    match missing {
+        None => Some(()),
+        Some(what) if std::env::var("WISP_REQUIRE_BROWSER_TESTS").as_deref() == Ok("1") => {
+            panic!("{test}: {what}, but WISP_REQUIRE_BROWSER_TESTS=1 requires this test to run")
+        }
+        Some(what) => {
+            eprintln!("note: {test} skipped: {what}");
+            None
+        }
+    }
+}
+
+/// JavaScript string literals of pseudo-random text (gzip cannot shrink them away), at
+/// least `bytes` long in all.
+fn padding(name: &str, bytes: usize, seed: u64) -> String {
+    let mut x = seed | 1;
+    let mut out = format!("window.{name} = [\n");
+    while out.len() < bytes {
+        out.push('"');
+        for _ in 0..96 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let c = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                [(x % 64) as usize];
+            out.push(char::from(c));
+        }
+        out.push_str("\",\n");
+    }
+    out.push_str("];\n");
+    out
+}
+
+/// The test console, as a build output directory.
+fn build_console() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("console dir");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("assets")).expect("assets dir");
+    // No <meta charset>: the browser must learn UTF-8 from the Content-Type.
+    let index = format!(
+        "<!DOCTYPE html>\n<html><head><title>Wisp test console</title>\
+         <link rel=\"icon\" href=\"/favicon.ico\"></head>\n<body>\
+         <p id=\"html-text\">Déjà vu ✓</p>\n<div id=\"app\" data-state=\"loading\">loading\
+         </div>\n<script src=\"/{ENTRY}\"></script>\n</body></html>\n"
+    );
+    std::fs::write(root.join("index.html"), index).expect("index.html");
+    let app = std::fs::read_to_string(browser_dir().join("app.js")).expect("tests/browser/app.js");
+    let entry = format!(
+        "{}\n{}",
+        padding("__entryPadding", ENTRY_MIN_BYTES, 11),
+        app.replace("__CHUNK_URL__", &format!("/{CHUNK}"))
+    );
+    std::fs::write(root.join(ENTRY), entry).expect("entry script");
+    let chunk = format!(
+        "{}\nwindow.__chunkLoaded({{\n  text: \"チャンク読み込み完了 ✓\",\n  \
+         textOk: \"チャンク読み込み完了 ✓\" === \
+         \"\\u30c1\\u30e3\\u30f3\\u30af\\u8aad\\u307f\\u8fbc\\u307f\\u5b8c\\u4e86 \\u2713\",\n  \
+         bytes: window.__chunkPadding.join(\"\").length,\n}});\n",
+        padding("__chunkPadding", CHUNK_MIN_BYTES, 23)
+    );
+    std::fs::write(root.join(CHUNK), chunk).expect("chunk");
+    std::fs::write(root.join("favicon.ico"), [0u8, 0, 1, 0]).expect("favicon");
+    assert!(std::fs::metadata(root.join(ENTRY)).expect("entry").len() > 1_000_000);
+    assert!(std::fs::metadata(root.join(CHUNK)).expect("chunk").len() > 2_000_000);
+    dir
+}
+
+/// A piped with a deployment whose stage `build` has a completed log of over 1 MB (text
+/// as pipeds write it); the deployment id and the log's blocks.
+async fn deployment_with_a_large_log(wisp: &Wisp, via: Via) -> (String, Vec<model::LogBlock>) {
+    let piped: Piped = wisp.add_piped(QUICKSTART, "browser");
+    let mut client = wisp.piped_client(via, &piped).await;
+    report_meta(&mut client).await;
+    let app = wisp.add_app(&piped, "web", &[]);
+    let mut dep = fixtures::deployment(&piped, "dep-browser", &app, "web");
+    let mut stage = fixtures::stage("build", "K8S_SYNC", 0, &[]);
+    stage.status = StageStatus::StageSuccess as i32;
+    dep.stages = vec![stage];
+    dep.status = DeploymentStatus::DeploymentRunning as i32;
+    ok(client
+        .create_deployment(ps::CreateDeploymentRequest {
+            deployment: Some(dep),
+        })
+        .await);
+    let blocks: Vec<model::LogBlock> = (0..12_000)
+        .map(|i| {
+            fixtures::log_block(
+                i,
+                &format!(
+                    "2026-11-23T10:{:02}:{:02}Z step {i}: kubectl apply -f manifests/web-{}.yaml \
+                     => deployment.apps/web-{} configured (replicas {}/{})",
+                    (i / 60) % 60,
+                    i % 60,
+                    i % 37,
+                    i % 11,
+                    i % 5,
+                    5
+                ),
+            )
+        })
+        .collect();
+    // As a piped reports a running stage: a batch at a time, the last one closing it.
+    let batches: Vec<_> = blocks.chunks(2_000).collect();
+    for (n, batch) in batches.iter().enumerate() {
+        ok(client
+            .report_stage_logs_from_last_checkpoint(ps::ReportStageLogsFromLastCheckpointRequest {
+                deployment_id: "dep-browser".into(),
+                stage_id: "build".into(),
+                retried_count: 0,
+                blocks: batch.to_vec(),
+                completed: n + 1 == batches.len(),
+            })
+            .await);
+    }
+    ("dep-browser".into(), blocks)
+}
+
+/// Runs the browser driver against `url`; what it printed.
+async fn drive_browser(
+    url: &str,
+    username: &str,
+    password: &str,
+    deployment: &str,
+    screenshot: &Path,
+) -> serde_json::Value {
+    let args = serde_json::json!({
+        "url": url,
+        "project": QUICKSTART,
+        "username": username,
+        "password": password,
+        "query": format!("?deployment={deployment}&stage=build"),
+        "screenshot": screenshot,
+    });
+    let child = tokio::process::Command::new("node")
+        .arg(browser_dir().join("console.mjs"))
+        .arg(args.to_string())
+        .current_dir(browser_dir())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(BROWSER_TIMEOUT, child)
+        .await
+        .expect("the browser run finished in time")
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the browser driver failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim().lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("the driver printed no JSON ({e}): {stdout}"))
+}
+
+/// What must hold whichever way the console was served.
+fn assert_console_worked(
+    out: &serde_json::Value,
+    username: &str,
+    blocks: &[model::LogBlock],
+    label: &str,
+) {
+    let pretty = serde_json::to_string_pretty(out).unwrap_or_default();
+    assert_eq!(out["errors"], serde_json::json!([]), "{label}: {pretty}");
+    assert_eq!(
+        out["failedRequests"],
+        serde_json::json!([]),
+        "{label}: {pretty}"
+    );
+    for page in ["login", "home", "page"] {
+        assert_eq!(
+            out[page]["textOk"], true,
+            "{label}: {page}: UTF-8 script text: {pretty}"
+        );
+        assert_eq!(
+            out[page]["htmlTextOk"], true,
+            "{label}: {page}: UTF-8 page text: {pretty}"
+        );
+    }
+    assert_eq!(out["home"]["me"]["subject"], username, "{label}: {pretty}");
+    // The page and both scripts said UTF-8, wherever they came from.
+    let types = out["contentTypes"].as_object().cloned().unwrap_or_default();
+    for file in ["login", "index.3f2a9c1b7.js", "27.0d4e8a6f2.chunk.js"] {
+        let got = types.get(file).and_then(|t| t.as_str()).unwrap_or_default();
+        assert!(
+            got.ends_with("charset=utf-8"),
+            "{label}: {file} came as {got:?}: {pretty}"
+        );
+    }
+    let page = &out["page"];
+    assert_eq!(page["me"]["projectId"], QUICKSTART, "{label}: {pretty}");
+    assert_eq!(
+        page["chunk"]["textOk"], true,
+        "{label}: chunk text: {pretty}"
+    );
+    assert!(
+        page["chunk"]["bytes"].as_u64().unwrap_or(0) > 2_000_000,
+        "{label}: {pretty}"
+    );
+    let log_bytes: usize = blocks.iter().map(|b| b.log.len()).sum();
+    assert!(log_bytes > 1_000_000, "the log is over 1 MB: {log_bytes}");
+    let log = &page["stageLog"];
+    assert_eq!(
+        log["blocks"],
+        blocks.len(),
+        "{label}: every block: {pretty}"
+    );
+    assert_eq!(log["logBytes"], log_bytes, "{label}: {pretty}");
+    assert_eq!(log["lastIndex"], blocks.len() - 1, "{label}: {pretty}");
+    assert_eq!(log["completed"], true, "{label}: {pretty}");
+    assert!(
+        log["first"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("2026-11-23T10:00:00Z step 0:")),
+        "{label}: {pretty}"
+    );
+    println!(
+        "{label}: first render of the login page {} ms (first contentful paint {} ms); \
+         console page with its lazy chunk, GetMe and a {log_bytes}-byte stage log {} ms",
+        out["login"]["renderedMs"], out["login"]["firstContentfulPaintMs"], page["renderedMs"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn console_in_a_browser_on_wisp_serve() {
+    if browser_available("console_in_a_browser_on_wisp_serve").is_none() {
+        return;
+    }
+    let console = build_console();
+    let wisp = Wisp::start_with_serve_args(&["--web-dir".into(), console.path().into()]);
+    let (deployment, blocks) = deployment_with_a_large_log(&wisp, Via::Grpc).await;
+    let shot = wisp.data_dir().join("console-serve.png");
+    let url = format!("http://localhost:{}", wisp.addr().port());
+    let out = drive_browser(&url, "hello-pipecd", "hello-pipecd", &deployment, &shot).await;
+    assert_console_worked(&out, "hello-pipecd", &blocks, "wisp serve");
+    keep_screenshot(&shot, "console-serve.png");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn console_in_a_browser_through_alb_and_lambda() {
+    let test = "console_in_a_browser_through_alb_and_lambda";
+    if browser_available(test).is_none() {
+        return;
+    }
+    let Some(wisp) = Wisp::start_lambda(test) else {
+        return;
+    };
+    let console = build_console();
+    let console_dir = console.path().to_str().expect("UTF-8 path");
+    let uploaded = wisp.cli_json(&["console", "upload", console_dir]);
+    assert_eq!(uploaded["uploaded"], 4, "{uploaded}");
+    assert_eq!(uploaded["prefix"], support::lambda::WEB_PREFIX);
+    // Again: the hashed bundles are there already, index.html goes again.
+    let again = wisp.cli_json(&["console", "upload", console_dir]);
+    assert_eq!(again["unchanged"], 2, "{again}");
+
+    let (deployment, blocks) = deployment_with_a_large_log(&wisp, Via::Bridge).await;
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let shot = wisp.data_dir().join("console-lambda.png");
+    let url = format!("http://localhost:{}", wisp.addr().port());
+    let out = drive_browser(&url, &username, &password, &deployment, &shot).await;
+    if out["errors"] != serde_json::json!([]) {
+        eprintln!("the http function's log:\n{}", front.log_text("wisp-http"));
+    }
+    assert_console_worked(&out, &username, &blocks, "ALB and Lambda");
+    // The 1.45 MB log fit because the function compressed it for the browser.
+    assert_eq!(out["page"]["stageLog"]["contentEncoding"], "gzip");
+    // The bundles came from the bucket by redirect, not through the function.
+    assert!(
+        out["redirects"].as_u64().unwrap_or(0) >= 2,
+        "{}",
+        serde_json::to_string_pretty(&out).unwrap_or_default()
+    );
+    assert!(front.invocations("wisp-web-api") >= 3);
+    keep_screenshot(&shot, "console-lambda.png");
+}
+
+/// Copies a screenshot to `target/browser/` for a person to look at.
+fn keep_screenshot(shot: &Path, name: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::fs::copy(shot, dir.join(name));
+    }
+}
+
+/// A stage log too large for the ALB even compressed (text gzip cannot shrink) comes back
+/// through the Lambda path as its newest blocks that fit, after a note saying how many
+/// were left out and where the whole log is; never a failed call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_oversized_stage_log_is_trimmed_with_a_note_through_alb_and_lambda() {
+    let Some(wisp) =
+        Wisp::start_lambda("an_oversized_stage_log_is_trimmed_with_a_note_through_alb_and_lambda")
+    else {
+        return;
+    };
+    let piped = wisp.add_piped(QUICKSTART, "noisy");
+    let mut client = wisp.piped_client(Via::Bridge, &piped).await;
+    report_meta(&mut client).await;
+    let app = wisp.add_app(&piped, "noisy", &[]);
+    let mut dep = fixtures::deployment(&piped, "dep-noisy", &app, "noisy");
+    dep.stages = vec![fixtures::stage("build", "K8S_SYNC", 0, &[])];
+    ok(client
+        .create_deployment(ps::CreateDeploymentRequest {
+            deployment: Some(dep),
+        })
+        .await);
+    let noise = padding("x", 1_600_000, 5);
+    let lines: Vec<&str> = noise.lines().collect();
+    let blocks: Vec<model::LogBlock> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| fixtures::log_block(i as i64, line))
+        .collect();
+    for batch in blocks.chunks(2_000) {
+        ok(client
+            .report_stage_logs(ps::ReportStageLogsRequest {
+                deployment_id: "dep-noisy".into(),
+                stage_id: "build".into(),
+                retried_count: 0,
+                blocks: batch.to_vec(),
+            })
+            .await);
+    }
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let resp = wisp.login_static(QUICKSTART, &username, &password).await;
+    let token = support::web::cookie_value(
+        support::web::set_cookie(&resp, "token").expect("a session cookie"),
+    )
+    .to_string();
+    // Through `wisp bridge`, which takes gzip as a browser does.
+    let mut console = wisp.web_client(Via::Bridge, Some(&token)).await;
+    let log = ok(console
+        .get_stage_log(web::GetStageLogRequest {
+            deployment_id: "dep-noisy".into(),
+            stage_id: "build".into(),
+            ..Default::default()
+        })
+        .await);
+    let note = &log.blocks[0];
+    assert!(
+        note.log.contains("earlier log block(s)") && note.log.contains("log/dep-noisy/build/0.txt"),
+        "{}",
+        note.log
+    );
+    let kept = &log.blocks[1..];
+    assert!(
+        kept.len() > 1_000 && kept.len() < blocks.len(),
+        "{}",
+        kept.len()
+    );
+    assert_eq!(
+        kept,
+        &blocks[blocks.len() - kept.len()..],
+        "the newest blocks, in order"
+    );
+    let sent: usize = kept.iter().map(|b| b.log.len()).sum();
+    let total: usize = blocks.iter().map(|b| b.log.len()).sum();
+    println!("incompressible stage log: {sent} of {total} bytes sent through the ALB");
+}

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use clap::Args;
 use serde_json::json;
 use wisp_proto::model;
+use wisp_services::{ServiceError, ops};
 use wisp_store::StoreError;
 use wisp_store::entities::{pk, slot};
 
@@ -151,36 +152,6 @@ async fn get_piped(opened: &Opened, r: &PipedRef) -> Result<model::Piped, CliErr
         })
 }
 
-fn new_key_entry(key: &str, creator: &str) -> Result<model::PipedKey, CliError> {
-    let hash = wisp_auth::keys::hash_secret(key)
-        .map_err(|e| CliError::Failure(anyhow::anyhow!("hash piped key: {e}")))?;
-    Ok(model::PipedKey {
-        hash,
-        creator: creator.to_string(),
-        created_at: wisp_store::collection::now_unix(),
-    })
-}
-
-/// A new piped of `project` with one freshly generated key, and that key in clear (to
-/// show once). bcrypt makes this take milliseconds of CPU.
-pub(crate) fn new_piped(
-    project: &str,
-    name: String,
-    desc: String,
-    creator: &str,
-) -> Result<(model::Piped, String), CliError> {
-    let key = wisp_auth::keys::generate_piped_key();
-    let piped = model::Piped {
-        id: uuid::Uuid::new_v4().to_string(),
-        name,
-        desc,
-        project_id: project.to_string(),
-        keys: vec![new_key_entry(&key, creator)?],
-        ..Default::default()
-    };
-    Ok((piped, key))
-}
-
 fn print_piped_key(id: &str, key: &str, json: bool) {
     if json {
         print_json(json!({"id": id, "key": key}));
@@ -204,29 +175,15 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
         } => {
             let opened = setup::open(&stores).await?;
             require_project(&opened, &project).await?;
-            let name = name.trim().to_string();
-            if name.is_empty() {
-                return Err(usage("piped name must not be empty"));
-            }
-            let existing = opened
-                .stores
-                .pipeds
-                .list_all(slot::PIPED_BY_PROJECT, project.clone(), None)
-                .await
-                .map_err(|e| store_failure(e, "list pipeds"))?;
-            if existing.iter().any(|p| p.name == name) {
-                return Err(usage(format!(
-                    "a piped named {name:?} already exists in project {project}"
-                )));
-            }
-            let (piped, key) = new_piped(&project, name, desc, CLI_CREATOR)?;
-            let id = piped.id.clone();
-            opened
-                .stores
-                .pipeds
-                .create(piped)
-                .await
-                .map_err(|e| store_failure(e, "create piped"))?;
+            let (piped, key) = ops::pipeds::register_piped(
+                &opened.stores.pipeds,
+                &project,
+                name.trim().to_string(),
+                desc,
+                CLI_CREATOR,
+            )
+            .await?;
+            let id = piped.id;
             print_piped_key(&id, &key, json);
             Ok(())
         }
@@ -274,49 +231,28 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
         PipedCommand::Enable(r) => set_disabled(r, false).await,
         PipedCommand::RotateKey { piped, json } => {
             let opened = setup::open(&piped.stores).await?;
-            let current = get_piped(&opened, &piped).await?;
-            if current.keys.len() >= wisp_auth::keys::MAX_PIPED_KEYS {
-                return Err(usage(format!(
-                    "piped {} already has {} keys; run `wisp piped delete-old-keys --project {} {}` first",
-                    piped.id,
-                    current.keys.len(),
-                    piped.project,
-                    piped.id
-                )));
-            }
-            let key = wisp_auth::keys::generate_piped_key();
-            let entry = new_key_entry(&key, CLI_CREATOR)?;
-            opened
-                .stores
-                .pipeds
-                .update(&piped.project, &piped.id, |p| {
-                    if p.keys.len() >= wisp_auth::keys::MAX_PIPED_KEYS {
-                        return Err(StoreError::FailedPrecondition(
-                            "piped already has the maximum number of keys".into(),
-                        ));
-                    }
-                    p.keys.insert(0, entry.clone());
-                    Ok(())
-                })
-                .await
-                .map_err(|e| store_failure(e, "add piped key"))?;
+            get_piped(&opened, &piped).await?;
+            let key = ops::pipeds::add_piped_key(
+                &opened.stores.pipeds,
+                &piped.project,
+                &piped.id,
+                CLI_CREATOR,
+            )
+            .await
+            .map_err(|e| match e {
+                ServiceError::FailedPrecondition(why) => usage(format!(
+                    "{why}: run `wisp piped delete-old-keys --project {} {}`",
+                    piped.project, piped.id
+                )),
+                other => other.into(),
+            })?;
             print_piped_key(&piped.id, &key, json);
             Ok(())
         }
         PipedCommand::DeleteOldKeys(r) => {
             let opened = setup::open(&r.stores).await?;
             get_piped(&opened, &r).await?;
-            opened
-                .stores
-                .pipeds
-                .update(&r.project, &r.id, |p| {
-                    // Newest first: keep the key added last.
-                    p.keys.sort_by_key(|k| std::cmp::Reverse(k.created_at));
-                    p.keys.truncate(1);
-                    Ok(())
-                })
-                .await
-                .map_err(|e| store_failure(e, "delete old piped keys"))?;
+            ops::pipeds::delete_old_piped_keys(&opened.stores.pipeds, &r.project, &r.id).await?;
             println!("Piped {} now has only its newest key.", r.id);
             Ok(())
         }
@@ -326,15 +262,7 @@ pub async fn piped(cmd: PipedCommand) -> Result<(), CliError> {
 async fn set_disabled(r: PipedRef, disabled: bool) -> Result<(), CliError> {
     let opened = setup::open(&r.stores).await?;
     get_piped(&opened, &r).await?;
-    opened
-        .stores
-        .pipeds
-        .update(&r.project, &r.id, |p| {
-            p.disabled = disabled;
-            Ok(())
-        })
-        .await
-        .map_err(|e| store_failure(e, "update piped"))?;
+    ops::pipeds::set_piped_disabled(&opened.stores.pipeds, &r.project, &r.id, disabled).await?;
     let state = if disabled { "disabled" } else { "enabled" };
     println!(
         "Piped {} {state}. Servers already running apply it within {} s (credential cache).",
@@ -516,16 +444,6 @@ async fn add_application(a: ApplicationAdd) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `READ_ONLY` or `READ_WRITE` (any case, `-` for `_`).
-fn parse_role(raw: &str) -> Result<model::api_key::Role, CliError> {
-    let normalized = raw.trim().to_ascii_uppercase().replace('-', "_");
-    model::api_key::Role::from_str_name(&normalized).ok_or_else(|| {
-        usage(format!(
-            "bad role {raw:?}: expected READ_ONLY or READ_WRITE"
-        ))
-    })
-}
-
 fn role_name(role: i32) -> &'static str {
     model::api_key::Role::try_from(role).map_or("UNKNOWN", |r| r.as_str_name())
 }
@@ -539,31 +457,18 @@ pub async fn api_key(cmd: ApiKeyCommand) -> Result<(), CliError> {
             stores,
             json,
         } => {
-            let role = parse_role(&role)?;
-            let name = name.trim().to_string();
-            if name.is_empty() {
-                return Err(usage("API key name must not be empty"));
-            }
+            let role = ops::api_keys::parse_role(&role)?;
             let opened = setup::open(&stores).await?;
             require_project(&opened, &project).await?;
-            let (id, key) = wisp_auth::generate_api_key();
-            let key_hash = wisp_auth::hash_secret(&key)
-                .map_err(|e| CliError::Failure(anyhow::anyhow!("hash API key: {e}")))?;
-            let api_key = model::ApiKey {
-                id: id.clone(),
-                name,
-                key_hash,
-                project_id: project.clone(),
-                role: role as i32,
-                creator: CLI_CREATOR.to_string(),
-                ..Default::default()
-            };
-            opened
-                .stores
-                .api_keys
-                .create(api_key)
-                .await
-                .map_err(|e| store_failure(e, "create API key"))?;
+            let (api_key, key) = ops::api_keys::generate_api_key(
+                &opened.stores.api_keys,
+                &project,
+                name.trim().to_string(),
+                role,
+                CLI_CREATOR,
+            )
+            .await?;
+            let id = api_key.id;
             if json {
                 print_json(json!({"id": id, "key": key}));
             } else {
@@ -620,19 +525,13 @@ pub async fn api_key(cmd: ApiKeyCommand) -> Result<(), CliError> {
         } => {
             let opened = setup::open(&stores).await?;
             require_project(&opened, &project).await?;
-            opened
-                .stores
-                .api_keys
-                .update(&project, &id, |k| {
-                    k.disabled = true;
-                    Ok(())
-                })
+            ops::api_keys::disable_api_key(&opened.stores.api_keys, &project, &id)
                 .await
                 .map_err(|e| match e {
-                    StoreError::NotFound(_) => {
+                    ServiceError::NotFound(_) => {
                         usage(format!("unknown API key {id} in project {project}"))
                     }
-                    other => store_failure(other, "disable API key"),
+                    other => other.into(),
                 })?;
             println!(
                 "API key {id} disabled. Servers already running apply it within {} s (credential cache).",

@@ -1,9 +1,17 @@
 //! The admin CLI as scripts use it: `--json` output, and mistakes (unknown project,
-//! duplicate names, bad labels) reported in one line with exit status 2.
+//! duplicate names, bad labels) reported in one line with exit status 2. And the rules of
+//! the domain operations the CLI shares with APIService and WebService, driven through
+//! all three.
 
 mod support;
 
-use support::{CliOutput, QUICKSTART, Wisp, empty_data_dir, run_cli};
+use tonic::Code;
+use wisp_proto::apiservice as api;
+use wisp_proto::webservice as web;
+
+use support::{
+    CliOutput, Piped, QUICKSTART, Via, Wisp, assert_status, empty_data_dir, ok, run_cli,
+};
 
 /// A user mistake: exit status 2, nothing on stdout, one `error: ...` line on stderr that
 /// mentions `needle`.
@@ -111,21 +119,6 @@ fn unknown_piped_is_a_usage_error() {
     ] {
         assert_usage_error(&wisp.cli(&args), "no-such-piped");
     }
-}
-
-#[test]
-fn duplicate_piped_name_is_a_usage_error() {
-    let wisp = Wisp::start();
-    let first = wisp.add_piped(QUICKSTART, "dev");
-    let out = wisp.cli(&["piped", "add", "--project", QUICKSTART, "--name", "dev"]);
-    assert_usage_error(&out, "dev");
-    let pipeds = wisp.cli_json(&["piped", "list", "--project", QUICKSTART]);
-    assert_eq!(pipeds.as_array().map(Vec::len), Some(1), "{pipeds}");
-    assert_eq!(pipeds[0]["id"], first.id.as_str());
-
-    // The same name in another project is fine.
-    wisp.add_project("staging");
-    wisp.add_piped("staging", "dev");
 }
 
 #[test]
@@ -249,4 +242,195 @@ fn json_outputs_parse() {
         serde_json::json!({"env": "prod", "tier": "web"})
     );
     assert_eq!(apps.as_array().map(Vec::len), Some(2));
+}
+
+/// Whether `piped` presenting `key` is let in.
+async fn authenticates(wisp: &Wisp, piped: &Piped, key: &str) -> bool {
+    let piped = Piped {
+        key: key.to_string(),
+        ..piped.clone()
+    };
+    let mut client = wisp.piped_client(Via::Grpc, &piped).await;
+    match client
+        .list_unhandled_commands(wisp_proto::pipedservice::ListUnhandledCommandsRequest {})
+        .await
+    {
+        Ok(_) => true,
+        Err(status) if status.code() == Code::Unauthenticated => false,
+        Err(status) => panic!("unexpected status: {status:?}"),
+    }
+}
+
+/// One behaviour per rule, whichever way in: `wisp` (the operator), APIService (pipectl)
+/// and WebService (the console) call the same operations (`wisp_services::ops`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_and_api_key_rules_are_one_through_cli_api_and_console() {
+    let wisp = Wisp::start();
+    let api_key = wisp.cli_json(&[
+        "api-key",
+        "add",
+        "--project",
+        QUICKSTART,
+        "--name",
+        "ci",
+        "--role",
+        "READ_WRITE",
+    ]);
+    let api_key = format!("API-KEY {}", api_key["key"].as_str().expect("key"));
+    let mut pipectl = wisp.api_client(Via::Grpc, Some(&api_key)).await;
+    let token = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::Grpc, Some(&token)).await;
+    let register_api = |name: &str| api::RegisterPipedRequest {
+        name: name.into(),
+        desc: String::new(),
+    };
+    let register_web = |name: &str| web::RegisterPipedRequest {
+        name: name.into(),
+        desc: String::new(),
+    };
+
+    // A blank piped name is refused.
+    assert_usage_error(
+        &wisp.cli(&["piped", "add", "--project", QUICKSTART, "--name", "  "]),
+        "name must not be empty",
+    );
+    assert_status(
+        pipectl.register_piped(register_api("  ")).await,
+        Code::InvalidArgument,
+        "name must not be empty",
+    );
+    assert_status(
+        console.register_piped(register_web("  ")).await,
+        Code::InvalidArgument,
+        "name",
+    );
+
+    // Names need not be unique (as upstream): each way registers another "dev".
+    let by_cli = wisp.add_piped(QUICKSTART, "dev");
+    let again_by_cli = wisp.add_piped(QUICKSTART, "dev");
+    let by_api = ok(pipectl.register_piped(register_api("dev")).await);
+    let by_web = ok(console.register_piped(register_web("dev")).await);
+    let listed = wisp.cli_json(&["piped", "list", "--project", QUICKSTART]);
+    let ids: std::collections::BTreeSet<&str> = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|p| p["name"] == "dev")
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 4, "{listed}");
+    for id in [&by_cli.id, &again_by_cli.id, &by_api.id, &by_web.id] {
+        assert!(ids.contains(id.as_str()), "{id} in {listed}");
+    }
+
+    // Key hashes never leave the server: upstream's "redacted", on every read.
+    let got = ok(pipectl
+        .get_piped(api::GetPipedRequest {
+            piped_id: by_api.id.clone(),
+        })
+        .await)
+    .piped
+    .expect("a piped");
+    assert!(got.keys.iter().all(|k| k.hash == "redacted"), "{got:?}");
+    let pipeds = ok(console.list_pipeds(web::ListPipedsRequest::default()).await).pipeds;
+    assert!(
+        pipeds
+            .iter()
+            .flat_map(|p| &p.keys)
+            .all(|k| k.hash == "redacted"),
+        "{pipeds:?}"
+    );
+
+    // At most two keys: a third is refused until the old ones are deleted; deleting them
+    // keeps the key just handed out, even within the same second.
+    let rotated = wisp.rotate_key(&by_cli);
+    assert_usage_error(
+        &wisp.cli(&["piped", "rotate-key", "--project", QUICKSTART, &by_cli.id]),
+        "delete-old-keys",
+    );
+    wisp.cli_ok(&[
+        "piped",
+        "delete-old-keys",
+        "--project",
+        QUICKSTART,
+        &by_cli.id,
+    ]);
+    assert!(authenticates(&wisp, &by_cli, &rotated.key).await);
+    assert!(!authenticates(&wisp, &by_cli, &by_cli.key).await);
+
+    let web_piped = Piped {
+        project: QUICKSTART.into(),
+        id: by_web.id.clone(),
+        key: by_web.key.clone(),
+    };
+    let recreate = || web::RecreatePipedKeyRequest {
+        id: by_web.id.clone(),
+    };
+    let new_key = ok(console.recreate_piped_key(recreate()).await).key;
+    assert_status(
+        console.recreate_piped_key(recreate()).await,
+        Code::FailedPrecondition,
+        "already has 2 keys",
+    );
+    ok(console
+        .delete_old_piped_keys(web::DeleteOldPipedKeysRequest {
+            piped_id: by_web.id.clone(),
+        })
+        .await);
+    assert!(authenticates(&wisp, &web_piped, &new_key).await);
+    assert!(!authenticates(&wisp, &web_piped, &by_web.key).await);
+
+    // Disabling works the same way from each side.
+    wisp.cli_ok(&[
+        "piped",
+        "disable",
+        "--project",
+        QUICKSTART,
+        &again_by_cli.id,
+    ]);
+    ok(pipectl
+        .disable_piped(api::DisablePipedRequest {
+            piped_id: by_api.id.clone(),
+        })
+        .await);
+    ok(console
+        .disable_piped(web::DisablePipedRequest {
+            piped_id: by_web.id.clone(),
+        })
+        .await);
+    let listed = wisp.cli_json(&["piped", "list", "--project", QUICKSTART]);
+    for p in listed.as_array().expect("a list") {
+        let expected = p["id"] != by_cli.id.as_str();
+        assert_eq!(p["disabled"], expected, "{p}");
+    }
+
+    // A blank API key name is refused; listed keys show no hash.
+    assert_usage_error(
+        &wisp.cli(&[
+            "api-key",
+            "add",
+            "--project",
+            QUICKSTART,
+            "--name",
+            " ",
+            "--role",
+            "READ_ONLY",
+        ]),
+        "name must not be empty",
+    );
+    assert_status(
+        console
+            .generate_api_key(web::GenerateApiKeyRequest {
+                name: " ".into(),
+                role: wisp_proto::model::api_key::Role::ReadOnly as i32,
+            })
+            .await,
+        Code::InvalidArgument,
+        "name",
+    );
+    let keys = ok(console
+        .list_api_keys(web::ListApiKeysRequest::default())
+        .await)
+    .keys;
+    assert!(keys.iter().all(|k| k.key_hash == "redacted"), "{keys:?}");
 }

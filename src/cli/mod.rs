@@ -222,6 +222,21 @@ pub enum CliError {
     Failure(#[from] anyhow::Error),
 }
 
+/// A domain operation's refusal is the user's mistake; anything else is a failure.
+impl From<wisp_services::ServiceError> for CliError {
+    fn from(err: wisp_services::ServiceError) -> Self {
+        use wisp_services::ServiceError as E;
+        match err {
+            E::InvalidArgument(m)
+            | E::NotFound(m)
+            | E::AlreadyExists(m)
+            | E::PermissionDenied(m)
+            | E::FailedPrecondition(m) => CliError::Usage(m),
+            other => CliError::Failure(anyhow::Error::new(other)),
+        }
+    }
+}
+
 impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -349,20 +349,16 @@ async fn register_one(
     name: String,
     apps: usize,
 ) -> Result<RegisteredPiped, CliError> {
-    let (piped, key) = {
-        let (project, name) = (project.to_string(), name.clone());
-        tokio::task::spawn_blocking(move || {
-            crate::admin::new_piped(&project, name, "Simulated by wisp simulate".into(), CREATOR)
-        })
-        .await
-        .map_err(|e| CliError::Failure(anyhow::anyhow!("register piped: {e}")))??
-    };
+    let (piped, key) = wisp_services::ops::pipeds::register_piped(
+        &stores.pipeds,
+        project,
+        name.clone(),
+        "Simulated by wisp simulate".into(),
+        CREATOR,
+    )
+    .await
+    .map_err(|e| CliError::Failure(anyhow::anyhow!("register piped {name}: {e}")))?;
     let id = piped.id.clone();
-    stores
-        .pipeds
-        .create(piped)
-        .await
-        .map_err(|e| CliError::Failure(anyhow::anyhow!("create piped {name}: {e}")))?;
     let mut registered = Vec::with_capacity(apps);
     for j in 0..apps {
         let app_name = format!("{name}-app-{j}");

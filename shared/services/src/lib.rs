@@ -7,9 +7,9 @@ pub mod auth_source;
 pub mod error;
 #[cfg(any(feature = "api", feature = "web"))]
 pub mod hybrid;
+pub mod ops;
 #[cfg(feature = "piped")]
 pub mod piped;
-#[cfg(any(feature = "piped", feature = "api", feature = "web"))]
 mod support;
 #[cfg(feature = "web")]
 pub mod web;

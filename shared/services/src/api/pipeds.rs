@@ -6,10 +6,8 @@ use wisp_proto::model::{self, api_key::Role};
 
 use super::{ApiApi, ApiKeyCaller, check_project, require};
 use crate::error::ServiceError;
-use crate::support::{hash_secret, new_id, now_unix, update_checked};
-
-/// What replaces secrets (key hashes) in pipeds handed to clients (upstream's text).
-const REDACTED: &str = "redacted";
+use crate::ops::pipeds as ops;
+use crate::support::update_checked;
 
 impl ApiApi {
     /// A piped of the project, its key hashes redacted.
@@ -22,9 +20,7 @@ impl ApiApi {
         require(caller, Role::ReadOnly)?;
         let mut piped = self.piped(&req.piped_id).await?;
         check_project(caller, &piped.project_id, "piped")?;
-        for key in &mut piped.keys {
-            key.hash = REDACTED.to_string();
-        }
+        ops::redact_piped(&mut piped);
         Ok(GetPipedResponse { piped: Some(piped) })
     }
 
@@ -37,27 +33,14 @@ impl ApiApi {
     ) -> Result<RegisterPipedResponse, ServiceError> {
         req.validate()?;
         require(caller, Role::ReadWrite)?;
-        let key = wisp_auth::generate_piped_key();
-        let hash = hash_secret(key.clone(), "piped key").await?;
-        let piped = model::Piped {
-            id: new_id(),
-            name: req.name,
-            desc: req.desc,
-            project_id: caller.project_id.clone(),
-            keys: vec![model::PipedKey {
-                hash,
-                creator: caller.name.clone(),
-                created_at: now_unix(),
-            }],
-            ..Default::default()
-        };
-        let what = format!("add piped {}", piped.id);
-        let piped = self
-            .stores
-            .pipeds
-            .create(piped)
-            .await
-            .map_err(|e| ServiceError::store(e, &what))?;
+        let (piped, key) = ops::register_piped(
+            &self.stores.pipeds,
+            &caller.project_id,
+            req.name,
+            req.desc,
+            &caller.name,
+        )
+        .await?;
         Ok(RegisterPipedResponse { id: piped.id, key })
     }
 
@@ -82,8 +65,14 @@ impl ApiApi {
         req: EnablePipedRequest,
     ) -> Result<EnablePipedResponse, ServiceError> {
         req.validate()?;
-        self.change_piped(caller, &req.piped_id, |piped| piped.disabled = false)
-            .await?;
+        self.owned_piped(caller, &req.piped_id).await?;
+        ops::set_piped_disabled(
+            &self.stores.pipeds,
+            &caller.project_id,
+            &req.piped_id,
+            false,
+        )
+        .await?;
         Ok(EnablePipedResponse {})
     }
 
@@ -95,13 +84,26 @@ impl ApiApi {
         req: DisablePipedRequest,
     ) -> Result<DisablePipedResponse, ServiceError> {
         req.validate()?;
-        self.change_piped(caller, &req.piped_id, |piped| piped.disabled = true)
+        self.owned_piped(caller, &req.piped_id).await?;
+        ops::set_piped_disabled(&self.stores.pipeds, &caller.project_id, &req.piped_id, true)
             .await?;
         Ok(DisablePipedResponse {})
     }
 
-    /// Upstream's `updatePiped`: READ_WRITE, the piped must exist (`NotFound`) and be in
-    /// the key's project (`PermissionDenied`).
+    /// Upstream's `updatePiped` checks: READ_WRITE, the piped must exist (`NotFound`) and
+    /// be in the key's project (`PermissionDenied`).
+    async fn owned_piped(&self, caller: &ApiKeyCaller, piped_id: &str) -> Result<(), ServiceError> {
+        require(caller, Role::ReadWrite)?;
+        let piped = self.piped(piped_id).await?;
+        if piped.project_id != caller.project_id {
+            return Err(ServiceError::PermissionDenied(
+                "Requested piped doesn't belong to your project".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Self::owned_piped`], then `change` applied to the stored piped.
     async fn change_piped<F>(
         &self,
         caller: &ApiKeyCaller,
@@ -111,13 +113,7 @@ impl ApiApi {
     where
         F: FnMut(&mut model::Piped) + Send,
     {
-        require(caller, Role::ReadWrite)?;
-        let piped = self.piped(piped_id).await?;
-        if piped.project_id != caller.project_id {
-            return Err(ServiceError::PermissionDenied(
-                "Requested piped doesn't belong to your project".into(),
-            ));
-        }
+        self.owned_piped(caller, piped_id).await?;
         let what = format!("update piped {piped_id}");
         update_checked(
             &self.stores.pipeds,

@@ -7,7 +7,7 @@ use wisp_store::entities::slot;
 
 use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
-use crate::support::{hash_secret, update_checked};
+use crate::ops::api_keys as ops;
 
 impl WebApi {
     /// A new key; the whole key (`id.secret`) is returned this once, only its bcrypt
@@ -18,28 +18,17 @@ impl WebApi {
         req: GenerateApiKeyRequest,
     ) -> Result<GenerateApiKeyResponse, ServiceError> {
         required("name", &req.name)?;
-        if model::api_key::Role::try_from(req.role).is_err() {
-            return Err(ServiceError::InvalidArgument(format!(
-                "invalid request: unknown role {}",
-                req.role
-            )));
-        }
-        let (id, key) = wisp_auth::generate_api_key();
-        let key_hash = hash_secret(key.clone(), "API key").await?;
-        let api_key = model::ApiKey {
-            id,
-            name: req.name,
-            key_hash,
-            project_id: caller.project_id().to_string(),
-            role: req.role,
-            creator: caller.subject().to_string(),
-            ..Default::default()
-        };
-        self.stores
-            .api_keys
-            .create(api_key)
-            .await
-            .map_err(|e| ServiceError::store(e, "add API key"))?;
+        let role = model::api_key::Role::try_from(req.role).map_err(|_| {
+            ServiceError::InvalidArgument(format!("invalid request: unknown role {}", req.role))
+        })?;
+        let (_, key) = ops::generate_api_key(
+            &self.stores.api_keys,
+            caller.project_id(),
+            req.name,
+            role,
+            caller.subject(),
+        )
+        .await?;
         Ok(GenerateApiKeyResponse { key })
     }
 
@@ -53,21 +42,11 @@ impl WebApi {
         required("id", &req.id)?;
         self.owned(&self.stores.api_keys, &req.id, caller, "API key")
             .await?;
-        update_checked(
-            &self.stores.api_keys,
-            caller.project_id(),
-            &req.id,
-            &format!("disable API key {}", req.id),
-            |k| {
-                k.disabled = true;
-                Ok(())
-            },
-        )
-        .await?;
+        ops::disable_api_key(&self.stores.api_keys, caller.project_id(), &req.id).await?;
         Ok(DisableApiKeyResponse {})
     }
 
-    /// The project's keys, hashes removed.
+    /// The project's keys, hashes redacted (upstream's text).
     pub async fn list_api_keys(
         &self,
         caller: &Authorized,
@@ -87,7 +66,7 @@ impl WebApi {
             .items
             .into_iter()
             .map(|mut k| {
-                k.key_hash = String::new();
+                ops::redact_api_key(&mut k);
                 k
             })
             .collect();

@@ -9,15 +9,11 @@ use wisp_store::pipedstat::PipedStatStore;
 
 use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
-use crate::support::{hash_secret, new_id, now_unix, update_checked};
-
-/// What a stored key hash reads as in responses.
-const REDACTED: &str = "redacted";
+use crate::ops::pipeds as ops;
+use crate::support::{new_id, now_unix, update_checked};
 
 fn redact(mut piped: model::Piped) -> model::Piped {
-    for key in &mut piped.keys {
-        key.hash = REDACTED.into();
-    }
+    ops::redact_piped(&mut piped);
     piped
 }
 
@@ -30,27 +26,14 @@ impl WebApi {
         req: RegisterPipedRequest,
     ) -> Result<RegisterPipedResponse, ServiceError> {
         required("name", &req.name)?;
-        let key = wisp_auth::generate_piped_key();
-        let hash = hash_secret(key.clone(), "piped key").await?;
-        let piped = model::Piped {
-            id: new_id(),
-            name: req.name,
-            desc: req.desc,
-            project_id: caller.project_id().to_string(),
-            keys: vec![model::PipedKey {
-                hash,
-                creator: caller.subject().to_string(),
-                created_at: now_unix(),
-            }],
-            ..Default::default()
-        };
-        let what = format!("add piped {}", piped.id);
-        let piped = self
-            .stores
-            .pipeds
-            .create(piped)
-            .await
-            .map_err(|e| ServiceError::store(e, &what))?;
+        let (piped, key) = ops::register_piped(
+            &self.stores.pipeds,
+            caller.project_id(),
+            req.name,
+            req.desc,
+            caller.subject(),
+        )
+        .await?;
         Ok(RegisterPipedResponse { id: piped.id, key })
     }
 
@@ -81,27 +64,14 @@ impl WebApi {
         req: RecreatePipedKeyRequest,
     ) -> Result<RecreatePipedKeyResponse, ServiceError> {
         required("id", &req.id)?;
-        let key = wisp_auth::generate_piped_key();
-        let hash = hash_secret(key.clone(), "piped key").await?;
-        let creator = caller.subject().to_string();
-        self.change_piped(caller, &req.id, |p| {
-            if p.keys.len() >= wisp_auth::MAX_PIPED_KEYS {
-                return Err(ServiceError::FailedPrecondition(format!(
-                    "piped {} already has {} keys: delete the old ones first (DeleteOldPipedKeys)",
-                    p.id,
-                    p.keys.len()
-                )));
-            }
-            p.keys.insert(
-                0,
-                model::PipedKey {
-                    hash: hash.clone(),
-                    creator: creator.clone(),
-                    created_at: now_unix(),
-                },
-            );
-            Ok(())
-        })
+        self.owned(&self.stores.pipeds, &req.id, caller, "piped")
+            .await?;
+        let key = ops::add_piped_key(
+            &self.stores.pipeds,
+            caller.project_id(),
+            &req.id,
+            caller.subject(),
+        )
         .await?;
         Ok(RecreatePipedKeyResponse { key })
     }
@@ -113,13 +83,9 @@ impl WebApi {
         req: DeleteOldPipedKeysRequest,
     ) -> Result<DeleteOldPipedKeysResponse, ServiceError> {
         required("piped_id", &req.piped_id)?;
-        self.change_piped(caller, &req.piped_id, |p| {
-            if let Some(newest) = p.keys.iter().max_by_key(|k| k.created_at).cloned() {
-                p.keys = vec![newest];
-            }
-            Ok(())
-        })
-        .await?;
+        self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        ops::delete_old_piped_keys(&self.stores.pipeds, caller.project_id(), &req.piped_id).await?;
         Ok(DeleteOldPipedKeysResponse {})
     }
 
@@ -129,10 +95,14 @@ impl WebApi {
         req: EnablePipedRequest,
     ) -> Result<EnablePipedResponse, ServiceError> {
         required("piped_id", &req.piped_id)?;
-        self.change_piped(caller, &req.piped_id, |p| {
-            p.disabled = false;
-            Ok(())
-        })
+        self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        ops::set_piped_disabled(
+            &self.stores.pipeds,
+            caller.project_id(),
+            &req.piped_id,
+            false,
+        )
         .await?;
         Ok(EnablePipedResponse {})
     }
@@ -143,10 +113,14 @@ impl WebApi {
         req: DisablePipedRequest,
     ) -> Result<DisablePipedResponse, ServiceError> {
         required("piped_id", &req.piped_id)?;
-        self.change_piped(caller, &req.piped_id, |p| {
-            p.disabled = true;
-            Ok(())
-        })
+        self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        ops::set_piped_disabled(
+            &self.stores.pipeds,
+            caller.project_id(),
+            &req.piped_id,
+            true,
+        )
         .await?;
         Ok(DisablePipedResponse {})
     }

@@ -11,9 +11,8 @@ use crate::support::{hash_secret, update_checked};
 /// Shortest static admin password accepted.
 const MIN_PASSWORD_LEN: usize = 8;
 
-/// What a secret reads as when it is shown.
-const REDACTED: &str = "redacted";
 use crate::error::ServiceError;
+use crate::ops::REDACTED;
 
 impl WebApi {
     /// The caller's project with its secrets redacted: the static admin's password hash

@@ -1,0 +1,192 @@
+//! Pipeds: register one (its key returned once), add a key, keep only the newest key,
+//! enable and disable.
+
+use wisp_proto::model;
+use wisp_store::collection::Collection;
+
+use super::REDACTED;
+use crate::error::ServiceError;
+use crate::support::{hash_secret, new_id, now_unix, update_checked};
+
+/// A piped's name must say something: not empty, not only spaces. It is stored as given.
+fn check_name(name: &str) -> Result<(), ServiceError> {
+    if name.trim().is_empty() {
+        return Err(ServiceError::InvalidArgument(
+            "piped name must not be empty".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A new piped of `project_id` with one freshly generated key, and that key in clear
+/// (shown once). bcrypt makes this take milliseconds of CPU: call it off the async
+/// workers (the simulator registers thousands this way), or use [`register_piped`].
+pub fn new_piped(
+    project_id: &str,
+    name: String,
+    desc: String,
+    creator: &str,
+) -> Result<(model::Piped, String), ServiceError> {
+    check_name(&name)?;
+    let key = wisp_auth::generate_piped_key();
+    let hash = wisp_auth::hash_secret(&key).map_err(|e| {
+        tracing::error!(error = %e, "failed to hash a piped key");
+        ServiceError::Internal("Failed to generate the piped key".into())
+    })?;
+    let piped = model::Piped {
+        id: new_id(),
+        name,
+        desc,
+        project_id: project_id.to_string(),
+        keys: vec![model::PipedKey {
+            hash,
+            creator: creator.to_string(),
+            created_at: now_unix(),
+        }],
+        ..Default::default()
+    };
+    Ok((piped, key))
+}
+
+/// Registers a piped in `project_id` with a fresh key, created by `creator` (the API
+/// key's name, the console user, `wisp-cli`); the piped and its key in clear.
+pub async fn register_piped(
+    pipeds: &Collection<model::Piped>,
+    project_id: &str,
+    name: String,
+    desc: String,
+    creator: &str,
+) -> Result<(model::Piped, String), ServiceError> {
+    check_name(&name)?;
+    let (project_id, creator) = (project_id.to_string(), creator.to_string());
+    let (piped, key) =
+        tokio::task::spawn_blocking(move || new_piped(&project_id, name, desc, &creator))
+            .await
+            .map_err(|e| {
+                ServiceError::Internal(format!("Failed to generate the piped key: {e}"))
+            })??;
+    let what = format!("add piped {}", piped.id);
+    let piped = pipeds
+        .create(piped)
+        .await
+        .map_err(|e| ServiceError::store(e, &what))?;
+    Ok((piped, key))
+}
+
+/// Adds a fresh key in front of the piped's keys (it keeps working with the old one
+/// until [`delete_old_piped_keys`]); the new key in clear. FailedPrecondition when the
+/// piped has the most keys already.
+pub async fn add_piped_key(
+    pipeds: &Collection<model::Piped>,
+    project_id: &str,
+    piped_id: &str,
+    creator: &str,
+) -> Result<String, ServiceError> {
+    let key = wisp_auth::generate_piped_key();
+    let hash = hash_secret(key.clone(), "piped key").await?;
+    let entry = model::PipedKey {
+        hash,
+        creator: creator.to_string(),
+        created_at: now_unix(),
+    };
+    let what = format!("add a key to piped {piped_id}");
+    update_checked(pipeds, project_id, piped_id, &what, |p| {
+        if p.keys.len() >= wisp_auth::MAX_PIPED_KEYS {
+            return Err(ServiceError::FailedPrecondition(format!(
+                "piped {} already has {} keys: delete the old ones first",
+                p.id,
+                p.keys.len()
+            )));
+        }
+        p.keys.insert(0, entry.clone());
+        Ok(())
+    })
+    .await?;
+    Ok(key)
+}
+
+/// Keeps only the piped's newest key.
+pub async fn delete_old_piped_keys(
+    pipeds: &Collection<model::Piped>,
+    project_id: &str,
+    piped_id: &str,
+) -> Result<model::Piped, ServiceError> {
+    let what = format!("delete the old keys of piped {piped_id}");
+    update_checked(pipeds, project_id, piped_id, &what, |p| {
+        keep_newest_key(p);
+        Ok(())
+    })
+    .await
+}
+
+/// The newest key by creation time; of keys made in the same second, the one added last
+/// (keys are added in front), so a rotation never loses the key it just handed out.
+pub fn keep_newest_key(piped: &mut model::Piped) {
+    // A stable sort keeps the front-most of equal times first.
+    piped.keys.sort_by_key(|k| std::cmp::Reverse(k.created_at));
+    piped.keys.truncate(1);
+}
+
+/// Enables or disables a piped: a disabled piped's credentials stop working.
+pub async fn set_piped_disabled(
+    pipeds: &Collection<model::Piped>,
+    project_id: &str,
+    piped_id: &str,
+    disabled: bool,
+) -> Result<model::Piped, ServiceError> {
+    let what = format!("update piped {piped_id}");
+    update_checked(pipeds, project_id, piped_id, &what, |p| {
+        p.disabled = disabled;
+        Ok(())
+    })
+    .await
+}
+
+/// The piped as clients may see it: key hashes redacted.
+pub fn redact_piped(piped: &mut model::Piped) {
+    for key in &mut piped.keys {
+        key.hash = REDACTED.to_string();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(hash: &str, created_at: i64) -> model::PipedKey {
+        model::PipedKey {
+            hash: hash.into(),
+            creator: "t".into(),
+            created_at,
+        }
+    }
+
+    #[test]
+    fn the_newest_key_stays_and_a_same_second_rotation_keeps_the_new_key() {
+        let mut piped = model::Piped {
+            keys: vec![key("new", 100), key("old", 100)],
+            ..Default::default()
+        };
+        keep_newest_key(&mut piped);
+        assert_eq!(piped.keys, vec![key("new", 100)]);
+        let mut piped = model::Piped {
+            keys: vec![key("older", 5), key("newer", 9)],
+            ..Default::default()
+        };
+        keep_newest_key(&mut piped);
+        assert_eq!(piped.keys, vec![key("newer", 9)]);
+    }
+
+    #[test]
+    fn names_must_say_something() {
+        assert!(check_name("dev").is_ok());
+        assert!(matches!(
+            check_name(""),
+            Err(ServiceError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            check_name("  "),
+            Err(ServiceError::InvalidArgument(_))
+        ));
+    }
+}

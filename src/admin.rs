@@ -352,9 +352,6 @@ pub async fn application(cmd: ApplicationCommand) -> Result<(), CliError> {
 
 async fn add_application(a: ApplicationAdd) -> Result<(), CliError> {
     let name = a.name.trim().to_string();
-    if name.is_empty() {
-        return Err(usage("application name must not be empty"));
-    }
     let mut labels = HashMap::new();
     for raw in &a.labels {
         let (k, v) = split_pair(raw, "label", "key=value")?;
@@ -379,63 +376,37 @@ async fn add_application(a: ApplicationAdd) -> Result<(), CliError> {
         },
     )
     .await?;
-    let same_name = opened
-        .stores
-        .applications
-        .list_all(
-            slot::APPLICATION_BY_NAME,
-            pk::project_name(&a.project, &name),
-            None,
-        )
-        .await
-        .map_err(|e| store_failure(e, "look up application names"))?;
-    if !same_name.is_empty() {
-        return Err(usage(format!(
-            "an application named {name:?} already exists in project {}",
-            a.project
-        )));
-    }
-    // Fill remote and branch when the piped has reported its repositories; a piped that
-    // has not connected yet has reported none, so an unknown repo id is accepted then.
-    let repo = match piped.repositories.iter().find(|r| r.id == a.repo_id) {
-        Some(r) => r.clone(),
-        None if piped.repositories.is_empty() => model::ApplicationGitRepository {
-            id: a.repo_id.clone(),
-            ..Default::default()
-        },
-        None => {
-            let known: Vec<_> = piped.repositories.iter().map(|r| r.id.as_str()).collect();
-            return Err(usage(format!(
-                "piped {} has no repository {:?} (it reported: {})",
-                a.piped,
-                a.repo_id,
-                known.join(", ")
-            )));
-        }
-    };
-    let id = uuid::Uuid::new_v4().to_string();
-    let app = model::Application {
-        id: id.clone(),
+    let new = ops::applications::NewApplication {
         name,
-        piped_id: a.piped.clone(),
-        project_id: a.project.clone(),
-        git_path: Some(model::ApplicationGitPath {
-            repo: Some(repo),
-            path: a.path.trim_matches('/').to_string(),
-            config_filename: a.config_file.clone(),
-            url: String::new(),
-        }),
+        repo_id: a.repo_id.clone(),
+        path: a.path.trim_matches('/').to_string(),
+        config_filename: a.config_file.clone(),
         description: a.desc.clone(),
         labels,
         deploy_targets_by_plugin: deploy_targets,
         ..Default::default()
     };
-    opened
-        .stores
-        .applications
-        .create(app)
-        .await
-        .map_err(|e| store_failure(e, "create application"))?;
+    let app = ops::applications::add_application(
+        &opened.stores.applications,
+        &a.project,
+        &piped,
+        new,
+        ops::applications::RepositoryCheck::ReportedOrNoneYet,
+    )
+    .await
+    .map_err(|e| match e {
+        ServiceError::NotFound(_) => {
+            let known: Vec<_> = piped.repositories.iter().map(|r| r.id.as_str()).collect();
+            usage(format!(
+                "piped {} has no repository {:?} (it reported: {})",
+                a.piped,
+                a.repo_id,
+                known.join(", ")
+            ))
+        }
+        other => other.into(),
+    })?;
+    let id = app.id;
     if a.json {
         print_json(json!({"id": id}));
     } else {

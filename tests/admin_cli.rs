@@ -122,22 +122,6 @@ fn unknown_piped_is_a_usage_error() {
 }
 
 #[test]
-fn duplicate_application_name_is_a_usage_error() {
-    let wisp = Wisp::start();
-    let piped = wisp.add_piped(QUICKSTART, "apps");
-    let other = wisp.add_piped(QUICKSTART, "more-apps");
-    let id = wisp.add_app(&piped, "demo", &[]);
-    // Unique per project, whichever piped would manage it.
-    for managing in [&piped, &other] {
-        let out = wisp.cli(&app_add_args(QUICKSTART, &managing.id, "demo"));
-        assert_usage_error(&out, "demo");
-    }
-    let apps = wisp.cli_json(&["application", "list", "--project", QUICKSTART]);
-    assert_eq!(apps.as_array().map(Vec::len), Some(1), "{apps}");
-    assert_eq!(apps[0]["id"], id.as_str());
-}
-
-#[test]
 fn bad_labels_and_deploy_targets_are_usage_errors() {
     let wisp = Wisp::start();
     let piped = wisp.add_piped(QUICKSTART, "labels");
@@ -433,4 +417,139 @@ async fn piped_and_api_key_rules_are_one_through_cli_api_and_console() {
         .await)
     .keys;
     assert!(keys.iter().all(|k| k.key_hash == "redacted"), "{keys:?}");
+}
+
+/// Registering an application, whichever way in: the repository must be one the piped
+/// reported (the operator may name one before the piped's first report), its URL is made
+/// from what the piped reported, and names need not be unique (as upstream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn application_rules_are_one_through_cli_api_and_console() {
+    let wisp = Wisp::start();
+    let api_key = wisp.cli_json(&[
+        "api-key",
+        "add",
+        "--project",
+        QUICKSTART,
+        "--name",
+        "ci",
+        "--role",
+        "READ_WRITE",
+    ]);
+    let api_key = format!("API-KEY {}", api_key["key"].as_str().expect("key"));
+    let mut pipectl = wisp.api_client(Via::Grpc, Some(&api_key)).await;
+    let token = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::Grpc, Some(&token)).await;
+
+    // Before the piped's first report only the operator may register an application.
+    let early = wisp.add_piped(QUICKSTART, "early");
+    let early_app = wisp.add_app(&early, "early", &[]);
+    let git_path = |repo: &str, path: &str| wisp_proto::model::ApplicationGitPath {
+        repo: Some(wisp_proto::model::ApplicationGitRepository {
+            id: repo.into(),
+            ..Default::default()
+        }),
+        path: path.into(),
+        config_filename: "app.pipecd.yaml".into(),
+        // Whatever a client sends, the URL is made from the piped's repository.
+        url: "https://attacker.example/".into(),
+    };
+    let via_api = |piped: &str, repo: &str, name: &str| api::AddApplicationRequest {
+        name: name.into(),
+        piped_id: piped.into(),
+        git_path: Some(git_path(repo, &format!("apps/{name}"))),
+        ..Default::default()
+    };
+    let via_web = |piped: &str, repo: &str, name: &str| web::AddApplicationRequest {
+        name: name.into(),
+        piped_id: piped.into(),
+        git_path: Some(git_path(repo, &format!("apps/{name}"))),
+        ..Default::default()
+    };
+    assert_status(
+        pipectl
+            .add_application(via_api(&early.id, "examples", "x"))
+            .await,
+        Code::NotFound,
+        "repository is not found",
+    );
+    assert_status(
+        console
+            .add_application(via_web(&early.id, "examples", "x"))
+            .await,
+        Code::NotFound,
+        "repository is not found",
+    );
+
+    // Once it reported its repositories, an unknown one is refused by all three.
+    let piped = wisp.add_piped(QUICKSTART, "apps");
+    let mut client = wisp.piped_client(Via::Grpc, &piped).await;
+    support::api::report_meta(&mut client).await;
+    let mut args = app_add_args(QUICKSTART, &piped.id, "demo");
+    let repo_at = args
+        .iter()
+        .position(|a| *a == "--repo-id")
+        .expect("--repo-id")
+        + 1;
+    args[repo_at] = "nope";
+    assert_usage_error(
+        &wisp.cli(&args),
+        "has no repository \"nope\" (it reported: examples)",
+    );
+    assert_status(
+        pipectl
+            .add_application(via_api(&piped.id, "nope", "x"))
+            .await,
+        Code::NotFound,
+        "repository is not found",
+    );
+    assert_status(
+        console
+            .add_application(via_web(&piped.id, "nope", "x"))
+            .await,
+        Code::NotFound,
+        "repository is not found",
+    );
+
+    // Each way registers a "demo" (names need not be unique), with the URL made from the
+    // reported repository.
+    let by_cli = wisp.add_app(&piped, "demo", &[]);
+    let by_api = ok(pipectl
+        .add_application(via_api(&piped.id, "examples", "demo"))
+        .await)
+    .application_id;
+    let by_web = ok(console
+        .add_application(via_web(&piped.id, "examples", "demo"))
+        .await)
+    .application_id;
+    for id in [&by_cli, &by_api, &by_web] {
+        let app = ok(pipectl
+            .get_application(api::GetApplicationRequest {
+                application_id: id.clone(),
+            })
+            .await)
+        .application
+        .expect("an application");
+        assert_eq!(app.name, "demo");
+        let path = app.git_path.expect("a git path");
+        let repo = path.repo.expect("a repository");
+        assert_eq!(repo.remote, support::api::REMOTE, "{id}");
+        assert_eq!(repo.branch, "main", "{id}");
+        assert!(
+            path.url.ends_with("/tree/main/apps/demo") && !path.url.contains("attacker"),
+            "{id}: {}",
+            path.url
+        );
+    }
+    let early = ok(pipectl
+        .get_application(api::GetApplicationRequest {
+            application_id: early_app,
+        })
+        .await)
+    .application
+    .expect("an application");
+    assert_eq!(
+        early.git_path.expect("a git path").url,
+        "",
+        "no remote known yet"
+    );
 }

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use wisp_bridge::{Bridge, Config, Upstream};
 
 use crate::cli::CliError;
+use crate::cli::signals::Signals;
 
 #[derive(Debug, Args)]
 pub struct BridgeArgs {
@@ -23,7 +24,7 @@ pub struct BridgeArgs {
     #[arg(long)]
     pub upstream: String,
     /// Deadline of a call whose client sets no shorter one (`30s`, `500ms`, `2m`).
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
     pub timeout: Duration,
     /// Listen on a non-loopback address. The bridge accepts plaintext calls and passes
     /// their credentials on: expose it only on a network you trust.
@@ -83,76 +84,4 @@ pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
         .await;
     tracing::info!("wisp bridge stopped");
     Ok(())
-}
-
-/// `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a duration such as 30s, 500ms or 2m"))?;
-    let duration = match unit {
-        "" | "s" => Duration::from_secs(n),
-        "ms" => Duration::from_millis(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m or h)")),
-    };
-    Ok(duration)
-}
-
-/// SIGTERM and Ctrl-C, registered before the ready line.
-struct Signals {
-    #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Self> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Ok(Signals {
-                term: signal(SignalKind::terminate())?,
-                int: signal(SignalKind::interrupt())?,
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Signals {})
-    }
-
-    async fn recv(&mut self) {
-        #[cfg(unix)]
-        tokio::select! {
-            _ = self.term.recv() => {},
-            _ = self.int.recv() => {},
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in ["", "s", "5x", "-1s", "1.5s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
-        }
-    }
 }

@@ -13,6 +13,7 @@ use wisp_transport::api::ApiGrpc;
 use wisp_transport::piped::PipedGrpc;
 use wisp_transport::web::WebGrpc;
 
+use crate::cli::signals::Signals;
 use crate::cli::{CliError, ServeArgs};
 use crate::setup;
 
@@ -121,38 +122,3 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
 
 /// How long in-flight calls may take to finish after SIGTERM / Ctrl-C.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// SIGTERM and Ctrl-C, registered up front.
-struct Signals {
-    #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Self> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Ok(Signals {
-                term: signal(SignalKind::terminate())?,
-                int: signal(SignalKind::interrupt())?,
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Signals {})
-    }
-
-    async fn recv(&mut self) {
-        #[cfg(unix)]
-        tokio::select! {
-            _ = self.term.recv() => {},
-            _ = self.int.recv() => {},
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use wisp_proto::model;
 use wisp_store::stores::Stores;
 
 use crate::cli::CliError;
@@ -42,7 +41,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub apps_per_piped: usize,
     /// How long to run (`60s`, `10m`, `1h`); no call starts after it.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::cli::parse_duration)]
     pub duration: Duration,
     /// Upstream-format control-plane-config.yaml naming the stores to register in.
     #[arg(long, env = "WISP_CONFIG", conflicts_with = "config_secret")]
@@ -66,10 +65,10 @@ pub struct SimulateArgs {
     pub deploy_rate: f64,
     /// Spread the pipeds' starts over this window (default: a quarter of --duration, at
     /// most 60s).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = crate::cli::parse_duration)]
     pub ramp_up: Option<Duration>,
     /// A call unanswered after this long counts as failed.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::cli::parse_duration)]
     pub call_timeout: Duration,
     /// Memory of the piped-api Lambda function, for the GB-seconds of the projection (the
     /// Terraform module and SAM template default to 128 MB).
@@ -110,11 +109,6 @@ impl LambdaArch {
 
 fn usage(msg: impl Into<String>) -> CliError {
     CliError::Usage(msg.into())
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    wisp_config::parse_go_duration(text.trim())
-        .map_err(|e| format!("{text:?}: {e} (e.g. 30s, 10m, 1h)"))
 }
 
 /// The checked settings, before anything is registered.
@@ -362,28 +356,26 @@ async fn register_one(
     let mut registered = Vec::with_capacity(apps);
     for j in 0..apps {
         let app_name = format!("{name}-app-{j}");
-        let app_id = uuid::Uuid::new_v4().to_string();
-        let app = model::Application {
-            id: app_id.clone(),
+        let new = wisp_services::ops::applications::NewApplication {
             name: app_name.clone(),
-            piped_id: id.clone(),
-            project_id: project.to_string(),
-            git_path: Some(model::ApplicationGitPath {
-                repo: Some(model::ApplicationGitRepository {
-                    id: "examples".into(),
-                    ..Default::default()
-                }),
-                path: format!("apps/{app_name}"),
-                config_filename: "app.pipecd.yaml".into(),
-                url: String::new(),
-            }),
+            repo_id: "examples".into(),
+            path: format!("apps/{app_name}"),
+            config_filename: "app.pipecd.yaml".into(),
             description: "Simulated by wisp simulate".into(),
             labels: [("simulated-by".to_string(), CREATOR.to_string())].into(),
             ..Default::default()
         };
-        stores.applications.create(app).await.map_err(|e| {
-            CliError::Failure(anyhow::anyhow!("create application {app_name}: {e}"))
-        })?;
+        // Registered before the simulated piped first reports its repositories.
+        let app = wisp_services::ops::applications::add_application(
+            &stores.applications,
+            project,
+            &piped,
+            new,
+            wisp_services::ops::applications::RepositoryCheck::ReportedOrNoneYet,
+        )
+        .await
+        .map_err(|e| CliError::Failure(anyhow::anyhow!("create application {app_name}: {e}")))?;
+        let app_id = app.id;
         registered.push(SimApp {
             id: app_id,
             name: app_name,

@@ -10,6 +10,7 @@ use wisp_store::entities::slot;
 
 use super::{ApiApi, ApiKeyCaller, check_project, require};
 use crate::error::ServiceError;
+use crate::ops::applications as ops;
 use crate::support::{new_id, now_unix, update_checked};
 
 impl ApiApi {
@@ -25,28 +26,25 @@ impl ApiApi {
         let piped = self.piped(&req.piped_id).await?;
         check_project(caller, &piped.project_id, "piped")?;
         let git_path = req.git_path.unwrap_or_default();
-        let repo_id = git_path.repo.map(|r| r.id).unwrap_or_default();
-        let git_path = make_git_path(&repo_id, &git_path.path, &git_path.config_filename, &piped)?;
-        let app = model::Application {
-            id: new_id(),
+        let new = ops::NewApplication {
             name: req.name,
-            piped_id: req.piped_id,
-            project_id: caller.project_id.clone(),
-            git_path: Some(git_path),
+            repo_id: git_path.repo.map(|r| r.id).unwrap_or_default(),
+            path: git_path.path,
+            config_filename: git_path.config_filename,
             kind: req.kind,
-            platform_provider: req.platform_provider.clone(),
-            cloud_provider: req.platform_provider,
+            platform_provider: req.platform_provider,
             description: req.description,
             labels: req.labels,
-            ..Default::default()
+            deploy_targets_by_plugin: Default::default(),
         };
-        let what = format!("add application {}", app.id);
-        let app = self
-            .stores
-            .applications
-            .create(app)
-            .await
-            .map_err(|e| ServiceError::store(e, &what))?;
+        let app = ops::add_application(
+            &self.stores.applications,
+            &caller.project_id,
+            &piped,
+            new,
+            ops::RepositoryCheck::Reported,
+        )
+        .await?;
         Ok(AddApplicationResponse {
             application_id: app.id,
         })
@@ -341,29 +339,4 @@ impl ApiApi {
         )
         .await
     }
-}
-
-/// Upstream's `makeGitPath`: the piped's repository `repo_id` with a link to the
-/// application's directory.
-fn make_git_path(
-    repo_id: &str,
-    path: &str,
-    config_filename: &str,
-    piped: &model::Piped,
-) -> Result<model::ApplicationGitPath, ServiceError> {
-    let Some(repo) = piped.repositories.iter().find(|r| r.id == repo_id) else {
-        return Err(ServiceError::NotFound(
-            "The requested repository is not found in the Piped configuration".into(),
-        ));
-    };
-    let url = wisp_model::git::make_dir_url(&repo.remote, path, &repo.branch).map_err(|e| {
-        tracing::error!(error = %e, remote = %repo.remote, "failed to make GitPath URL");
-        ServiceError::Internal("Failed to make GitPath URL".into())
-    })?;
-    Ok(model::ApplicationGitPath {
-        repo: Some(repo.clone()),
-        path: path.to_string(),
-        config_filename: config_filename.to_string(),
-        url,
-    })
 }

@@ -5,6 +5,7 @@
 //! another project reads as NotFound.
 
 pub mod api_keys;
+pub mod applications;
 pub mod pipeds;
 
 /// What replaces a secret (a key hash, a password hash) in objects handed to clients

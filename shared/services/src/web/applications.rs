@@ -11,11 +11,13 @@ use wisp_store::entities::slot;
 use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
 use crate::hybrid;
+use crate::ops::applications as ops;
 use crate::support::{new_id, update_checked};
 
 impl WebApi {
     /// Adds an application on one of the project's pipeds, from a repository that piped
-    /// watches.
+    /// watches; its URL is made from the repository (as upstream, whatever the client
+    /// sent).
     pub async fn add_application(
         &self,
         caller: &Authorized,
@@ -23,45 +25,31 @@ impl WebApi {
     ) -> Result<AddApplicationResponse, ServiceError> {
         required("name", &req.name)?;
         required("piped_id", &req.piped_id)?;
-        let git_path = req.git_path.clone().unwrap_or_default();
-        let repo_id = git_path
-            .repo
-            .as_ref()
-            .map(|r| r.id.clone())
-            .unwrap_or_default();
+        let git_path = req.git_path.unwrap_or_default();
+        let repo_id = git_path.repo.map(|r| r.id).unwrap_or_default();
         required("git_path.repo.id", &repo_id)?;
         let piped = self
             .owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
-        let Some(repo) = piped.repositories.iter().find(|r| r.id == repo_id) else {
-            return Err(ServiceError::NotFound(format!(
-                "The requested repository {repo_id} was not found in piped {}",
-                piped.id
-            )));
-        };
-        let mut git_path = git_path;
-        git_path.repo = Some(repo.clone());
-        let app = model::Application {
-            id: new_id(),
+        let new = ops::NewApplication {
             name: req.name,
-            piped_id: piped.id.clone(),
-            project_id: caller.project_id().to_string(),
-            git_path: Some(git_path),
+            repo_id,
+            path: git_path.path,
+            config_filename: git_path.config_filename,
             kind: req.kind,
-            platform_provider: req.platform_provider.clone(),
-            cloud_provider: req.platform_provider,
-            deploy_targets_by_plugin: req.deploy_targets_by_plugin,
+            platform_provider: req.platform_provider,
             description: req.description,
             labels: req.labels,
-            ..Default::default()
+            deploy_targets_by_plugin: req.deploy_targets_by_plugin,
         };
-        let what = format!("add application {}", app.id);
-        let app = self
-            .stores
-            .applications
-            .create(app)
-            .await
-            .map_err(|e| ServiceError::store(e, &what))?;
+        let app = ops::add_application(
+            &self.stores.applications,
+            caller.project_id(),
+            &piped,
+            new,
+            ops::RepositoryCheck::Reported,
+        )
+        .await?;
         Ok(AddApplicationResponse {
             application_id: app.id,
         })

@@ -3,6 +3,9 @@
 //! 23 RPCs as pipectl does — the role matrix, cursors, and the flows that cross into the
 //! PipedService (sync commands, events, plan previews).
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::collections::{HashMap, HashSet};

@@ -9,6 +9,9 @@
 //! Needs `WISP_TEST_DYNAMODB_ENDPOINT` and `WISP_TEST_MOTO_ENDPOINT` (`scripts/test` sets
 //! them); unset, the tests print a note and pass, unless `WISP_REQUIRE_AWS_TESTS=1`.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -6,6 +6,9 @@
 //! front of a stopped server and of a stand-in load balancer that only answers with
 //! plain HTTP errors.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::convert::Infallible;

@@ -3,6 +3,9 @@
 //! RSA key, token endpoint issuing signed ID tokens with a groups claim) and a GitHub
 //! (Enterprise) server (OAuth token endpoint, `/api/v3/user`, paged `/api/v3/user/teams`).
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::convert::Infallible;

@@ -8,6 +8,9 @@
 //! (`scripts/test` builds them); otherwise the tests print a note and pass, unless
 //! `WISP_REQUIRE_AWS_TESTS=1`.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use support::api::{registered_events_flow, setup_on, sync_application_flow};

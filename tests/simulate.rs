@@ -3,6 +3,9 @@
 //! count within the announced budget, and the fleet it registered visible to the admin
 //! CLI and in the stores.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,6 +2,9 @@
 //! form, the session cookie carries every WebService call (gRPC-web, as the console
 //! sends them), and the operator's actions reach a piped as commands.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::time::Duration;

@@ -3,6 +3,9 @@
 //! upstream's built-in roles deny, every RPC implemented, and nothing of the project's
 //! objects in any answer to the other project.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use prost::Message;

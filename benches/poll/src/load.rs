@@ -17,6 +17,10 @@ use wisp_proto::pipedservice::{ListUnhandledCommandsRequest, ReportStatRequest};
 use crate::servers::PipedIdentity;
 
 /// Latencies are recorded in nanoseconds, from 1 µs to 60 s, 3 significant digits.
+#[allow(
+    clippy::expect_used,
+    reason = "constant bounds within hdrhistogram's limits: it cannot fail"
+)]
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1_000, 60_000_000_000, 3).expect("valid histogram bounds")
 }

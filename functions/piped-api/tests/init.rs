@@ -2,6 +2,9 @@
 //! reports an init error instead of a function that half works). Building this test also
 //! builds the bootstrap that tests/lambda_e2e.rs runs.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[test]
 fn init_fails_clearly_without_a_config() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_wisp-piped-api"))

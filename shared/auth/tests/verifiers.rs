@@ -1,6 +1,9 @@
 //! Verifier behaviour against fake sources that count their calls (mirrors upstream's
 //! pipedverifier TestVerify, plus caching, expiry and rotation).
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

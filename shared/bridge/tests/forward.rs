@@ -2,6 +2,9 @@
 //! the way a gRPC-web server or a load balancer does. (The end-to-end tests with the real
 //! `wisp serve` and generated clients are in the workspace root's `tests/bridge.rs`.)
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,9 @@
 //! Each scheduled job over the embedded stores: what it changes, that a second run
 //! changes nothing, and that a run cut short by its deadline is finished by the next.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

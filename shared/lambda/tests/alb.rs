@@ -3,6 +3,9 @@
 //! embedded stores, and back out as the ALB's JSON — the whole lambda_http path that
 //! `lambda_http::run` takes, minus the runtime API.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -190,7 +190,7 @@ fn seal(key: &[u8; 32], plaintext: &str) -> Result<String, ServiceError> {
     Ok(base64::engine::general_purpose::STANDARD.encode(out))
 }
 
-/// Opens what [`seal`] sealed (SSO client secrets, for the login flow).
+/// Opens what `seal` sealed (SSO client secrets, for the login flow).
 pub fn unseal(key: &[u8; 32], sealed: &str) -> Result<String, ServiceError> {
     use aes_gcm::aead::{Aead, KeyInit};
     use base64::Engine;

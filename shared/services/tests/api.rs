@@ -2,6 +2,9 @@
 //! roles, project scoping and upstream's codes, filters and cursors, and the flows that
 //! cross into the PipedService (commands, events, plan previews).
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;

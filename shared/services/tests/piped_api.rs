@@ -1,6 +1,9 @@
 //! PipedApi over the embedded backends (SQLite, a temp directory, the in-process cache):
 //! ownership, scoping, NotFound codes, validation, and the flows pipeds drive.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -14,6 +14,9 @@
 //! test to finish deletes it. Credentials: the default chain if `AWS_ACCESS_KEY_ID` is
 //! set, otherwise static dummy ones (DynamoDB Local accepts any); region `us-east-1`.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

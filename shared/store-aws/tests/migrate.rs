@@ -6,6 +6,9 @@
 //! (moto_server); `scripts/test` starts both. Unset: the test prints a note and passes,
 //! unless `WISP_REQUIRE_AWS_TESTS=1`, when it fails.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeMap;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};

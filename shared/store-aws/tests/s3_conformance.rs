@@ -8,6 +8,9 @@
 //! fail. Credentials and region come from the environment when set, else dummy ones and
 //! `us-east-1`. Every test makes its own bucket.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

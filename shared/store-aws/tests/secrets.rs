@@ -6,6 +6,9 @@
 //! fail. Credentials and region come from the environment when set, else dummy ones and
 //! `us-east-1`. Secret names are unique per run.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_secretsmanager::Client;
 use aws_sdk_secretsmanager::config::Credentials;

@@ -1,6 +1,9 @@
 //! The shared conformance suite against the embedded backends, one fresh directory per
 //! test, plus what only a file-backed store can show (reopening, two handles).
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 
 use tempfile::TempDir;

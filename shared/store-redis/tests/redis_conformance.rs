@@ -7,6 +7,9 @@
 //! fail. The outage and TLS tests also start private `redis-server`s on free loopback
 //! ports (the binary must be on PATH; `openssl` too for TLS).
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,9 @@
 //! The typed layer over the embedded datastore: optimistic updates lose no write,
 //! queries stay inside their project, cursors end empty.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 
 use wisp_proto::model;

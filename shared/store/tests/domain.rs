@@ -1,6 +1,9 @@
 //! Domain stores against the embedded backends, with a working cache and with a cache that
 //! fails every call (the cache must never be needed for correctness).
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

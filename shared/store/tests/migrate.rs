@@ -2,6 +2,9 @@
 //! directories): everything is copied, re-runs change nothing, an interrupted run resumes,
 //! and changes made to the source between runs are carried over.
 
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the browser tests (tests/console_browser.rs) drive, if missing: Debian's
+# Installs what the browser tests (tests/e2e/console_browser.rs) drive, if missing: Debian's
 # chromium and, under tests/browser/, npm's playwright-core (which never downloads a
 # browser of its own: the tests point it at /usr/bin/chromium).
 #

@@ -1,6 +1,6 @@
 //! The bridge between a raw HTTP/2 gRPC client and small HTTP/1.1 upstreams that answer
 //! the way a gRPC-web server or a load balancer does. (The end-to-end tests with the real
-//! `wisp serve` and generated clients are in the workspace root's `tests/bridge.rs`.)
+//! `wisp serve` and generated clients are in the workspace root's `tests/e2e/bridge.rs`.)
 
 // Tests assert by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

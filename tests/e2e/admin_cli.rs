@@ -3,10 +3,7 @@
 //! the domain operations the CLI shares with APIService and WebService, driven through
 //! all three.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use tonic::Code;
 use wisp_proto::apiservice as api;

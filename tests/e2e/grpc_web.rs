@@ -1,10 +1,7 @@
 //! The piped-facing scenarios again over gRPC-web (HTTP/1.1), the transport the console
 //! and `wisp bridge` (and so every piped behind an ALB) use.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use support::{Via, Wisp, ok, scenarios};
 use wisp_proto::pipedservice::{

@@ -14,10 +14,7 @@
 //! `WISP_REQUIRE_BROWSER_TESTS=1`, which turns a missing piece into a failure instead of
 //! a skip. The first render of each page is printed (a benchmark figure, not asserted).
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,17 +2,14 @@
 //! (DynamoDB Local) and S3 (moto_server), optionally a Redis cache, the config and the
 //! encryption key in Secrets Manager (moto), all set up with `wisp aws init`.
 //!
-//! The scenarios are the ones the embedded backends run (tests/support/scenarios.rs and
-//! tests/support/api.rs), unchanged; what only AWS shows is here: Redis dying mid-run,
+//! The scenarios are the ones the embedded backends run (tests/e2e/support/scenarios.rs and
+//! tests/e2e/support/api.rs), unchanged; what only AWS shows is here: Redis dying mid-run,
 //! `wisp aws init`, and `--config-secret` / `--encryption-key-secret`.
 //!
 //! Needs `WISP_TEST_DYNAMODB_ENDPOINT` and `WISP_TEST_MOTO_ENDPOINT` (`scripts/test` sets
 //! them); unset, the tests print a note and pass, unless `WISP_REQUIRE_AWS_TESTS=1`.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

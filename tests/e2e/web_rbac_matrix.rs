@@ -3,10 +3,7 @@
 //! upstream's built-in roles deny, every RPC implemented, and nothing of the project's
 //! objects in any answer to the other project.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use prost::Message;
 use tonic::Code;

@@ -2,10 +2,7 @@
 //! applications registered with the admin CLI, and the generated tonic client over a real
 //! socket (native gRPC, HTTP/2 cleartext) driving all 36 RPCs as a piped does.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

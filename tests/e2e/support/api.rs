@@ -16,7 +16,8 @@ use super::{Authenticated, Client, Piped, QUICKSTART, Via, Wisp, json_str, ok};
 pub const OTHER: &str = "other";
 /// The repository the piped of [`Setup`] reports.
 pub const REMOTE: &str = "https://github.com/pipe-cd/examples.git";
-pub const PUBLIC_PEM: &str = include_str!("../../shared/services/tests/testdata/piped-public.pem");
+pub const PUBLIC_PEM: &str =
+    include_str!("../../../shared/services/tests/testdata/piped-public.pem");
 
 /// The generated APIService client over either transport.
 pub type ApiClient = ApiServiceClient<Authenticated>;

@@ -2,10 +2,7 @@
 //! form, the session cookie carries every WebService call (gRPC-web, as the console
 //! sends them), and the operator's actions reach a piped as commands.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -800,7 +797,7 @@ async fn sealed_secrets_events_and_the_remaining_pages() {
         .await)
     .data;
     let private = wisp_services::hybrid::parse_private_key_pem(include_str!(
-        "../shared/services/tests/testdata/piped-private.pem"
+        "../../shared/services/tests/testdata/piped-private.pem"
     ))
     .expect("the piped's private key");
     let opened = wisp_services::hybrid::decrypt(&private, &sealed).expect("the piped opens it");

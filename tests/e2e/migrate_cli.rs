@@ -6,10 +6,7 @@
 //! note without them unless `WISP_REQUIRE_AWS_TESTS=1`), embedded → DynamoDB/S3 →
 //! embedded.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

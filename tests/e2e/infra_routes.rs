@@ -5,9 +5,6 @@
 //! rewrites, and everything else to the http function. A renamed service, a missed
 //! legacy prefix or a rule pointing at the wrong function fails here.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -3,10 +3,7 @@
 //! 23 RPCs as pipectl does — the role matrix, cursors, and the flows that cross into the
 //! PipedService (sync commands, events, plan previews).
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::collections::{HashMap, HashSet};
 
@@ -23,7 +20,7 @@ use support::api::{
 use support::fixtures::{self, now, string_map};
 use support::{QUICKSTART, Via, Wisp, assert_status, ok};
 
-const PRIVATE_PEM: &str = include_str!("../shared/services/tests/testdata/piped-private.pem");
+const PRIVATE_PEM: &str = include_str!("../../shared/services/tests/testdata/piped-private.pem");
 
 /// The populated server every test here starts from.
 async fn setup() -> Setup {

@@ -2,16 +2,13 @@
 //! native gRPC to `wisp bridge`, which forwards gRPC-web over HTTP to the ALB emulator,
 //! which invokes the real Lambda `bootstrap` binaries through a Lambda Runtime API
 //! emulator; the functions keep their state in DynamoDB Local and moto S3 and read their
-//! config and key from moto's Secrets Manager (tests/support/lambda.rs).
+//! config and key from moto's Secrets Manager (tests/e2e/support/lambda.rs).
 //!
 //! Needs the stand-ins (`scripts/test` starts them) and the function binaries
 //! (`scripts/test` builds them); otherwise the tests print a note and pass, unless
 //! `WISP_REQUIRE_AWS_TESTS=1`.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use support::api::{registered_events_flow, setup_on, sync_application_flow};
 use support::scenarios;

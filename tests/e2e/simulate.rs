@@ -3,10 +3,7 @@
 //! count within the announced budget, and the fleet it registered visible to the admin
 //! CLI and in the stores.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};

@@ -2,14 +2,11 @@
 //! real `wisp bridge` process, which forwards every call as gRPC-web over HTTP/1.1 to a
 //! real `wisp serve` — the path an unmodified piped or pipectl takes to the serverless
 //! deployment. The scenarios are the shared ones that also run over native gRPC and
-//! gRPC-web directly (`tests/support/scenarios.rs`); the failure cases put the bridge in
+//! gRPC-web directly (`tests/e2e/support/scenarios.rs`); the failure cases put the bridge in
 //! front of a stopped server and of a stand-in load balancer that only answers with
 //! plain HTTP errors.
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -3,10 +3,7 @@
 //! RSA key, token endpoint issuing signed ID tokens with a groups claim) and a GitHub
 //! (Enterprise) server (OAuth token endpoint, `/api/v3/user`, paged `/api/v3/user/teams`).
 
-// Tests assert by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,8 +21,8 @@ use wisp_proto::webservice as web;
 use support::web::{cookie_value, set_cookie};
 use support::{QUICKSTART, RawResponse, Via, Wisp, assert_status, ok};
 
-const PUBLIC: &str = include_str!("../shared/services/tests/testdata/piped-public.pem");
-const PRIVATE: &str = include_str!("../shared/services/tests/testdata/piped-private.pem");
+const PUBLIC: &str = include_str!("../../shared/services/tests/testdata/piped-public.pem");
+const PRIVATE: &str = include_str!("../../shared/services/tests/testdata/piped-private.pem");
 const CLIENT_ID: &str = "wisp-console";
 const CLIENT_SECRET: &str = "provider-secret";
 const GOOD_CODE: &str = "the-code";

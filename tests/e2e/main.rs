@@ -1,0 +1,24 @@
+//! The workspace root's end-to-end tests, in one test binary (one link of the support
+//! code and the workspace, instead of one per file): each module drives the real `wisp`
+//! binary, or the real Lambda bootstraps behind the ALB emulator, as a user would.
+//! `cargo test --test e2e <module>::` runs one module, e.g. `aws_backends::`.
+
+// Tests assert by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+mod admin_cli;
+mod api_service;
+mod aws_backends;
+mod bridge;
+mod console_browser;
+mod console_sso;
+mod grpc_web;
+mod infra_routes;
+mod lambda_e2e;
+mod migrate_cli;
+mod piped_service;
+mod simulate;
+mod web_console;
+mod web_rbac_matrix;

@@ -46,37 +46,28 @@ pub async fn project(cmd: ProjectCommand) -> Result<(), CliError> {
         } => {
             let opened = setup::open(&stores).await?;
             let id = id.trim().to_string();
-            if id.is_empty()
-                || !id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            if let Some(name) = &shared_sso
+                && opened.config.spec.shared_sso_config(name).is_none()
             {
                 return Err(usage(format!(
-                    "invalid project id {id:?}: use letters, digits, '-' and '_'"
-                )));
-            }
-            if opened.config_projects.contains_key(&id) {
-                return Err(usage(format!(
-                    "project {id} is defined in the config file already"
+                    "--shared-sso {name}: the config has no sharedSSOConfigs entry named {name}"
                 )));
             }
             let username = wisp_auth::keys::generate_random_string(10);
             let password = wisp_auth::keys::generate_random_string(30);
-            let mut project = setup::new_project(&id, &desc, &username, &password)?;
-            if let Some(name) = shared_sso {
-                if opened.config.spec.shared_sso_config(&name).is_none() {
-                    return Err(usage(format!(
-                        "--shared-sso {name}: the config has no sharedSSOConfigs entry named {name}"
-                    )));
-                }
-                project.shared_sso_name = name;
-            }
-            opened
-                .stores
-                .projects
-                .create(project)
-                .await
-                .map_err(|e| store_failure(e, &format!("project {id}")))?;
+            let defined_in_config = opened.config_projects.contains_key(&id);
+            ops::projects::create_project(
+                &opened.stores.projects,
+                ops::projects::NewProject {
+                    id: id.clone(),
+                    desc,
+                    admin_username: username.clone(),
+                    admin_password: password.clone(),
+                    shared_sso_name: shared_sso.unwrap_or_default(),
+                },
+                defined_in_config,
+            )
+            .await?;
             if json {
                 print_json(json!({"id": id, "username": username, "password": password}));
             } else {

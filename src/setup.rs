@@ -13,7 +13,6 @@ use wisp_config::{
     CacheBackend, CacheConfig, Config, DatastoreConfig, EncryptionKey, FilestoreConfig,
     ProjectConfig,
 };
-use wisp_proto::model;
 use wisp_services::auth_source::StoreKeySource;
 use wisp_store::stores::Stores;
 use wisp_store::{Cache, Datastore, Filestore, StoreError};
@@ -272,26 +271,6 @@ async fn open_cache(config: &CacheConfig) -> Result<Arc<dyn Cache>, CliError> {
     aws::open_cache(config).await.map_err(open_error)
 }
 
-/// A datastore project with a static admin whose password is bcrypt-hashed.
-pub fn new_project(
-    id: &str,
-    desc: &str,
-    username: &str,
-    password: &str,
-) -> Result<model::Project, CliError> {
-    let password_hash = wisp_auth::hash_secret(password)
-        .map_err(|e| CliError::Failure(anyhow::anyhow!("hash the static admin password: {e}")))?;
-    Ok(model::Project {
-        id: id.to_string(),
-        desc: desc.to_string(),
-        static_admin: Some(model::ProjectStaticUser {
-            username: username.to_string(),
-            password_hash,
-        }),
-        ..Default::default()
-    })
-}
-
 impl Opened {
     pub async fn project_exists(&self, id: &str) -> Result<bool, StoreError> {
         if self.config_projects.contains_key(id) {
@@ -316,19 +295,25 @@ impl Opened {
         if exists {
             return Ok(());
         }
-        let project = new_project(
-            QUICKSTART_PROJECT,
-            "Quickstart project",
-            QUICKSTART_USER,
-            QUICKSTART_PASSWORD,
-        )?;
-        match self.stores.projects.create(project).await {
+        let created = wisp_services::ops::projects::create_project(
+            &self.stores.projects,
+            wisp_services::ops::projects::NewProject {
+                id: QUICKSTART_PROJECT.into(),
+                desc: "Quickstart project".into(),
+                admin_username: QUICKSTART_USER.into(),
+                admin_password: QUICKSTART_PASSWORD.into(),
+                shared_sso_name: String::new(),
+            },
+            false,
+        )
+        .await;
+        match created {
             Ok(_) => {
                 tracing::info!("created project quickstart (static admin hello-pipecd)");
                 Ok(())
             }
             // Another process created it between our check and our write.
-            Err(StoreError::AlreadyExists(_)) => Ok(()),
+            Err(wisp_services::ServiceError::AlreadyExists(_)) => Ok(()),
             Err(e) => Err(CliError::Failure(anyhow::anyhow!(
                 "create the quickstart project: {e}"
             ))),

@@ -7,6 +7,7 @@
 pub mod api_keys;
 pub mod applications;
 pub mod pipeds;
+pub mod projects;
 
 /// What replaces a secret (a key hash, a password hash) in objects handed to clients
 /// (upstream's text).

@@ -6,10 +6,7 @@ use wisp_proto::model;
 
 use super::rbac::is_builtin_role;
 use super::{Authorized, WebApi, required, seal};
-use crate::support::{hash_secret, update_checked};
-
-/// Shortest static admin password accepted.
-const MIN_PASSWORD_LEN: usize = 8;
+use crate::support::update_checked;
 
 use crate::error::ServiceError;
 use crate::ops::REDACTED;
@@ -54,17 +51,9 @@ impl WebApi {
     ) -> Result<UpdateProjectStaticAdminResponse, ServiceError> {
         self.check_project_writable(caller)?;
         required("username", &req.username)?;
-        if req.password.len() < MIN_PASSWORD_LEN {
-            return Err(ServiceError::InvalidArgument(format!(
-                "invalid request: password must be at least {MIN_PASSWORD_LEN} characters"
-            )));
-        }
-        let hash = hash_secret(req.password.clone(), "password").await?;
+        let admin = crate::ops::projects::static_admin(&req.username, &req.password).await?;
         self.change_project(caller, |p| {
-            p.static_admin = Some(model::ProjectStaticUser {
-                username: req.username.clone(),
-                password_hash: hash.clone(),
-            });
+            p.static_admin = Some(admin.clone());
             Ok(())
         })
         .await?;

@@ -134,6 +134,12 @@ pub struct GithubClient {
     endpoints: Endpoints,
 }
 
+impl std::fmt::Debug for GithubClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubClient").finish_non_exhaustive()
+    }
+}
+
 impl GithubClient {
     pub fn new(settings: &model::project_sso_config::GitHub) -> Result<Self, SsoError> {
         Ok(GithubClient {

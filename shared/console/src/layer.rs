@@ -16,6 +16,12 @@ pub struct ConsoleLayer {
     console: Arc<Console>,
 }
 
+impl std::fmt::Debug for ConsoleLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleLayer").finish_non_exhaustive()
+    }
+}
+
 impl ConsoleLayer {
     pub fn new(console: Arc<Console>) -> Self {
         ConsoleLayer { console }
@@ -36,6 +42,12 @@ impl<S> Layer<S> for ConsoleLayer {
 pub struct ConsoleService<S> {
     inner: S,
     console: Arc<Console>,
+}
+
+impl<S> std::fmt::Debug for ConsoleService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleService").finish_non_exhaustive()
+    }
 }
 
 impl<S, B> Service<Request<B>> for ConsoleService<S>

@@ -57,6 +57,12 @@ pub struct Console {
     shared_sso: HashMap<String, ProjectSsoConfig>,
 }
 
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console").finish_non_exhaustive()
+    }
+}
+
 /// A project's SSO settings ready for a login: the provider's section with the client
 /// id and secret opened.
 enum Sso {

@@ -83,6 +83,12 @@ pub struct OidcClient {
     http: ProviderClient,
 }
 
+impl std::fmt::Debug for OidcClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OidcClient").finish_non_exhaustive()
+    }
+}
+
 impl OidcClient {
     /// A client for providers reached directly, or through the HTTP proxy `proxy_url`
     /// (the project's `oidc.proxy_url`) when it is not empty.

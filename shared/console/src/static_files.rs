@@ -45,6 +45,12 @@ pub struct StaticFiles {
     redirect_assets: bool,
 }
 
+impl std::fmt::Debug for StaticFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticFiles").finish_non_exhaustive()
+    }
+}
+
 enum Source {
     Dir(PathBuf),
     /// Objects under this prefix of the filestore.

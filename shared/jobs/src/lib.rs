@@ -190,6 +190,12 @@ pub struct JobContext<'a> {
     pub settings: Settings,
 }
 
+impl<'a> std::fmt::Debug for JobContext<'a> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobContext").finish_non_exhaustive()
+    }
+}
+
 impl<'a> JobContext<'a> {
     pub fn new(stores: &'a Stores, deadline: Deadline, settings: Settings) -> Self {
         JobContext {

@@ -54,6 +54,12 @@ pub struct Boot {
     stores_time: Duration,
 }
 
+impl std::fmt::Debug for Boot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Boot").finish_non_exhaustive()
+    }
+}
+
 impl Boot {
     /// Loads the configuration (and the key, if configured) and opens the stores. A
     /// failure is logged (the function then exits and Lambda reports an init error).

@@ -48,6 +48,12 @@ pub struct ApiApi {
     public_keys: PublicKeyCache,
 }
 
+impl std::fmt::Debug for ApiApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiApi").finish_non_exhaustive()
+    }
+}
+
 impl ApiApi {
     pub fn new(stores: Stores, web_base_url: impl Into<String>) -> Self {
         ApiApi {

@@ -14,6 +14,12 @@ pub struct StoreKeySource {
     config_projects: BTreeSet<String>,
 }
 
+impl std::fmt::Debug for StoreKeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreKeySource").finish_non_exhaustive()
+    }
+}
+
 impl StoreKeySource {
     pub fn new(stores: Stores, config_projects: impl IntoIterator<Item = String>) -> Self {
         StoreKeySource {

@@ -39,6 +39,12 @@ pub struct PipedApi {
     owners: OwnerCache,
 }
 
+impl std::fmt::Debug for PipedApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipedApi").finish_non_exhaustive()
+    }
+}
+
 impl PipedApi {
     pub fn new(stores: Stores, web_base_url: impl Into<String>) -> Self {
         PipedApi {

@@ -82,6 +82,12 @@ pub struct WebApi {
     response_budget: Option<ResponseBudget>,
 }
 
+impl std::fmt::Debug for WebApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebApi").finish_non_exhaustive()
+    }
+}
+
 impl WebApi {
     pub fn new(stores: Stores, config_projects: Vec<model::Project>) -> Self {
         WebApi {

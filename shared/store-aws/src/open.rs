@@ -76,6 +76,12 @@ pub struct AwsStores {
     pub cache: Arc<dyn Cache>,
 }
 
+impl std::fmt::Debug for AwsStores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsStores").finish_non_exhaustive()
+    }
+}
+
 impl AwsStores {
     /// The bundle the services take.
     pub fn into_stores(self) -> Stores {
@@ -402,12 +408,12 @@ mod tests {
     #[tokio::test]
     async fn open_needs_the_aws_types() {
         let embedded = Config::default_embedded("/tmp/unused");
-        let err = open_stores(&embedded).await.err().expect("refused");
+        let err = open_stores(&embedded).await.expect_err("refused");
         assert!(matches!(err, OpenError::WrongTypes(_)), "{err:?}");
         assert!(err.to_string().contains("DYNAMODB"), "{err}");
 
         let upstream = config("  datastore: {type: MYSQL, config: {url: x}}\n");
-        let err = open_stores(&upstream).await.err().expect("refused");
+        let err = open_stores(&upstream).await.expect_err("refused");
         assert!(matches!(err, OpenError::Config(_)), "{err:?}");
 
         let err = init(&embedded).await.expect_err("nothing to create");

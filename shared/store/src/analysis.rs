@@ -18,6 +18,13 @@ pub struct AnalysisResultStore {
     filestore: Arc<dyn Filestore>,
 }
 
+impl std::fmt::Debug for AnalysisResultStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnalysisResultStore")
+            .finish_non_exhaustive()
+    }
+}
+
 impl AnalysisResultStore {
     pub fn new(filestore: Arc<dyn Filestore>) -> Self {
         AnalysisResultStore { filestore }

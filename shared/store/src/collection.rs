@@ -61,6 +61,12 @@ pub struct ListOptions<'a, E> {
     pub filter: Option<&'a (dyn Fn(&E) -> bool + Send + Sync)>,
 }
 
+impl<'a, E> std::fmt::Debug for ListOptions<'a, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListOptions").finish_non_exhaustive()
+    }
+}
+
 impl<E> ListOptions<'_, E> {
     pub fn new(slot: usize, pk: impl Into<String>) -> Self {
         ListOptions {
@@ -86,6 +92,12 @@ pub struct EntityPage<E> {
 pub struct Collection<E: Entity> {
     ds: Arc<dyn Datastore>,
     _entity: PhantomData<fn() -> E>,
+}
+
+impl<E: Entity> std::fmt::Debug for Collection<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection").finish_non_exhaustive()
+    }
 }
 
 impl<E: Entity> Clone for Collection<E> {

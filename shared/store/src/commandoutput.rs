@@ -30,6 +30,12 @@ pub struct CommandOutputStore {
     filestore: Arc<dyn Filestore>,
 }
 
+impl std::fmt::Debug for CommandOutputStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandOutputStore").finish_non_exhaustive()
+    }
+}
+
 impl CommandOutputStore {
     pub fn new(filestore: Arc<dyn Filestore>) -> Self {
         CommandOutputStore { filestore }

@@ -184,6 +184,12 @@ pub struct InsightStore {
     filestore: Arc<dyn Filestore>,
 }
 
+impl std::fmt::Debug for InsightStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InsightStore").finish_non_exhaustive()
+    }
+}
+
 impl InsightStore {
     pub fn new(filestore: Arc<dyn Filestore>) -> Self {
         InsightStore { filestore }

@@ -35,6 +35,12 @@ pub struct LiveStateStore {
     cache: Arc<dyn Cache>,
 }
 
+impl std::fmt::Debug for LiveStateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveStateStore").finish_non_exhaustive()
+    }
+}
+
 impl LiveStateStore {
     pub fn new(filestore: Arc<dyn Filestore>, cache: Arc<dyn Cache>) -> Self {
         LiveStateStore { filestore, cache }

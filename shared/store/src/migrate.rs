@@ -71,6 +71,12 @@ pub struct Backends<'a> {
     pub filestore: &'a dyn Filestore,
 }
 
+impl<'a> std::fmt::Debug for Backends<'a> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backends").finish_non_exhaustive()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct MigrateOptions {
     /// Names the source in the checkpoint (e.g. its config path); a checkpoint written for
@@ -310,6 +316,7 @@ pub trait MigrateProgress: Send + Sync {
 }
 
 /// Progress that goes nowhere.
+#[derive(Debug)]
 pub struct NoProgress;
 
 impl MigrateProgress for NoProgress {}

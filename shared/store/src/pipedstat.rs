@@ -146,6 +146,12 @@ pub struct PipedStatStore {
     cache: Arc<dyn Cache>,
 }
 
+impl std::fmt::Debug for PipedStatStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipedStatStore").finish_non_exhaustive()
+    }
+}
+
 impl PipedStatStore {
     pub fn new(datastore: Arc<dyn Datastore>, cache: Arc<dyn Cache>) -> Self {
         PipedStatStore { datastore, cache }

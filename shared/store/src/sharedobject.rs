@@ -29,6 +29,12 @@ pub struct SharedObjectStore {
     filestore: Arc<dyn Filestore>,
 }
 
+impl std::fmt::Debug for SharedObjectStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedObjectStore").finish_non_exhaustive()
+    }
+}
+
 impl SharedObjectStore {
     pub fn new(filestore: Arc<dyn Filestore>) -> Self {
         SharedObjectStore { filestore }

@@ -119,6 +119,12 @@ pub struct StageLogStore {
     cache: Arc<dyn Cache>,
 }
 
+impl std::fmt::Debug for StageLogStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageLogStore").finish_non_exhaustive()
+    }
+}
+
 impl StageLogStore {
     pub fn new(filestore: Arc<dyn Filestore>, cache: Arc<dyn Cache>) -> Self {
         StageLogStore { filestore, cache }

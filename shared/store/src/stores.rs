@@ -42,6 +42,12 @@ pub struct Stores {
     pub unregistered_apps: UnregisteredAppStore,
 }
 
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores").finish_non_exhaustive()
+    }
+}
+
 impl Stores {
     pub fn new(
         datastore: Arc<dyn Datastore>,

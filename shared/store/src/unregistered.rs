@@ -33,6 +33,13 @@ pub struct UnregisteredAppStore {
     datastore: Arc<dyn Datastore>,
 }
 
+impl std::fmt::Debug for UnregisteredAppStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnregisteredAppStore")
+            .finish_non_exhaustive()
+    }
+}
+
 impl UnregisteredAppStore {
     pub fn new(datastore: Arc<dyn Datastore>) -> Self {
         UnregisteredAppStore { datastore }

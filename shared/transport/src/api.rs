@@ -20,6 +20,12 @@ pub struct ApiGrpc<S: ApiKeyAuthSource> {
     verifier: Arc<ApiKeyVerifier<S>>,
 }
 
+impl<S: ApiKeyAuthSource> std::fmt::Debug for ApiGrpc<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiGrpc").finish_non_exhaustive()
+    }
+}
+
 impl<S: ApiKeyAuthSource + 'static> ApiGrpc<S> {
     pub fn new(api: Arc<ApiApi>, verifier: Arc<ApiKeyVerifier<S>>) -> Self {
         ApiGrpc { api, verifier }

@@ -19,6 +19,12 @@ pub struct PipedGrpc<S: PipedKeySource> {
     verifier: Arc<PipedVerifier<S>>,
 }
 
+impl<S: PipedKeySource> std::fmt::Debug for PipedGrpc<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipedGrpc").finish_non_exhaustive()
+    }
+}
+
 impl<S: PipedKeySource + 'static> PipedGrpc<S> {
     pub fn new(api: Arc<PipedApi>, verifier: Arc<PipedVerifier<S>>) -> Self {
         PipedGrpc { api, verifier }

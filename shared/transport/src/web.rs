@@ -20,6 +20,12 @@ pub struct WebGrpc {
     signer: SessionSigner,
 }
 
+impl std::fmt::Debug for WebGrpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebGrpc").finish_non_exhaustive()
+    }
+}
+
 impl WebGrpc {
     pub fn new(web: Arc<WebApi>, signer: SessionSigner) -> Self {
         WebGrpc { web, signer }

@@ -1,8 +1,8 @@
 //! `wisp`: the PipeCD control plane on one machine (`wisp serve`) and the admin CLI that
 //! acts directly on the configured stores.
 
-mod admin;
 mod cli;
+mod error;
 mod setup;
 mod simulate;
 

@@ -20,7 +20,7 @@ use wisp_store_aws::open::{self as aws, OpenError};
 use wisp_store_aws::secrets::{self, SecretError};
 use wisp_store_embedded::{LocalFilestore, SqliteDatastore};
 
-use crate::cli::CliError;
+use crate::error::CliError;
 
 pub const QUICKSTART_PROJECT: &str = "quickstart";
 pub const QUICKSTART_USER: &str = "hello-pipecd";

@@ -6,7 +6,7 @@ use clap::Subcommand;
 use serde_json::json;
 use wisp_store_aws::open::{self, InitStep, OpenError};
 
-use crate::cli::CliError;
+use crate::error::CliError;
 use crate::setup::{self, StoreArgs};
 
 #[derive(Debug, Subcommand)]

@@ -10,8 +10,8 @@ use clap::Args;
 use tokio::net::TcpListener;
 use wisp_bridge::{Bridge, Config, Upstream};
 
-use crate::cli::CliError;
-use crate::cli::signals::Signals;
+use super::signals::Signals;
+use crate::error::CliError;
 
 #[derive(Debug, Args)]
 pub struct BridgeArgs {
@@ -24,7 +24,7 @@ pub struct BridgeArgs {
     #[arg(long)]
     pub upstream: String,
     /// Deadline of a call whose client sets no shorter one (`30s`, `500ms`, `2m`).
-    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = super::flags::parse_duration)]
     pub timeout: Duration,
     /// Listen on a non-loopback address. The bridge accepts plaintext calls and passes
     /// their credentials on: expose it only on a network you trust.

@@ -14,7 +14,7 @@ use serde_json::json;
 use wisp_store::filestore::validate_path;
 use wisp_store::{Filestore, PutCondition};
 
-use crate::cli::CliError;
+use crate::error::CliError;
 use crate::setup::{self, StoreArgs};
 
 #[derive(Debug, Subcommand)]

@@ -18,7 +18,7 @@ use wisp_store::migrate::{
     migrate,
 };
 
-use crate::cli::CliError;
+use crate::error::CliError;
 use crate::setup;
 
 #[derive(Debug, Args)]

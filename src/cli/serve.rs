@@ -1,10 +1,13 @@
 //! `wisp serve`: PipedService, APIService and WebService over native gRPC (h2c) and gRPC-web on one
 //! port, plus `/healthz`, on the stores the config names.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::Args;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic_web::GrpcWebLayer;
@@ -13,9 +16,38 @@ use wisp_transport::api::ApiGrpc;
 use wisp_transport::piped::PipedGrpc;
 use wisp_transport::web::WebGrpc;
 
-use crate::cli::signals::Signals;
-use crate::cli::{CliError, ServeArgs};
+use super::signals::Signals;
+use crate::error::CliError;
 use crate::setup;
+use crate::setup::StoreArgs;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub stores: StoreArgs,
+    /// Address to listen on (gRPC over HTTP/2 cleartext and gRPC-web over HTTP/1.1).
+    #[arg(long, env = "WISP_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Encryption key file (at least 32 bytes); used to sign console sessions.
+    #[arg(
+        long,
+        env = "WISP_ENCRYPTION_KEY_FILE",
+        conflicts_with = "encryption_key_secret"
+    )]
+    pub encryption_key_file: Option<PathBuf>,
+    /// Read the encryption key from this AWS Secrets Manager secret (name or ARN) instead
+    /// of a file: its value, as the file would hold it.
+    #[arg(long, env = "WISP_ENCRYPTION_KEY_SECRET", value_name = "NAME")]
+    pub encryption_key_secret: Option<String>,
+    /// Serve the PipeCD web console's built static files from this directory (upstream's
+    /// `web` build output); every other path that is not a file gets its index.html.
+    #[arg(long, env = "WISP_WEB_DIR", value_name = "DIR")]
+    pub web_dir: Option<PathBuf>,
+    /// Send the session cookie without `Secure`, for a console reached over plain HTTP
+    /// under a name other than localhost.
+    #[arg(long, env = "WISP_INSECURE_COOKIE")]
+    pub insecure_cookie: bool,
+}
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     // Read first so a bad key fails at start, not at the first console login.

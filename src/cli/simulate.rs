@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use wisp_store::stores::Stores;
 
-use crate::cli::CliError;
+use crate::error::CliError;
 use crate::setup::{self, StoreArgs};
 use crate::simulate::client::Target;
 use crate::simulate::cost::{self, CostInputs, Prices, Shape};
@@ -41,7 +41,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub apps_per_piped: usize,
     /// How long to run (`60s`, `10m`, `1h`); no call starts after it.
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = super::flags::parse_duration)]
     pub duration: Duration,
     /// Upstream-format control-plane-config.yaml naming the stores to register in.
     #[arg(long, env = "WISP_CONFIG", conflicts_with = "config_secret")]
@@ -65,10 +65,10 @@ pub struct SimulateArgs {
     pub deploy_rate: f64,
     /// Spread the pipeds' starts over this window (default: a quarter of --duration, at
     /// most 60s).
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = super::flags::parse_duration)]
     pub ramp_up: Option<Duration>,
     /// A call unanswered after this long counts as failed.
-    #[arg(long, default_value = "10s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = super::flags::parse_duration)]
     pub call_timeout: Duration,
     /// Memory of the piped-api Lambda function, for the GB-seconds of the projection (the
     /// Terraform module and SAM template default to 128 MB).

@@ -4,7 +4,6 @@
 mod cli;
 mod error;
 mod setup;
-mod simulate;
 
 use std::process::ExitCode;
 

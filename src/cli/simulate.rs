@@ -11,10 +11,10 @@ use wisp_store::stores::Stores;
 
 use crate::error::CliError;
 use crate::setup::{self, StoreArgs};
-use crate::simulate::client::Target;
-use crate::simulate::cost::{self, CostInputs, Prices, Shape};
-use crate::simulate::report::{self, Context};
-use crate::simulate::{self as sim, Plan, RegisteredPiped, SimApp};
+use wisp_simulate::client::Target;
+use wisp_simulate::cost::{self, CostInputs, Prices, Shape};
+use wisp_simulate::report::{self, Context};
+use wisp_simulate::{self as sim, Plan, RegisteredPiped, SimApp};
 
 /// Who the simulator records as the creator of the keys it makes.
 const CREATOR: &str = "wisp-simulate";
@@ -260,7 +260,7 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
                 apps_per_piped: args.apps_per_piped,
                 stat_record_bytes: wisp_store::pipedstat::stored_data_bytes(
                     "sim-piped",
-                    &crate::simulate::stat_payload("sim-piped", 1, args.stat_bytes),
+                    &wisp_simulate::stat_payload("sim-piped", 1, args.stat_bytes),
                 ),
             },
         },

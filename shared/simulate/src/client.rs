@@ -114,6 +114,13 @@ type Transport = BoxCloneSyncService<http::Request<Body>, http::Response<Body>, 
 #[derive(Clone)]
 pub struct Credentials(AsciiMetadataValue);
 
+/// The credentials are a piped's key: never printed.
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(<redacted>)")
+    }
+}
+
 impl Interceptor for Credentials {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
         req.metadata_mut().insert("authorization", self.0.clone());

@@ -11,6 +11,7 @@ use super::stats::{Failure, Phase};
 use super::{Outcome, Plan};
 
 /// Settings worth repeating next to the results.
+#[derive(Debug)]
 pub struct Context<'a> {
     pub plan: &'a Plan,
     pub project: &'a str,

@@ -482,7 +482,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::simulate::stats::{CallRecord, Phase, Recorder};
+    use crate::stats::{CallRecord, Phase, Recorder};
 
     fn shape() -> Shape {
         Shape {

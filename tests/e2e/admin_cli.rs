@@ -245,11 +245,9 @@ async fn authenticates(wisp: &Wisp, piped: &Piped, key: &str) -> bool {
     }
 }
 
-/// One behaviour per rule, whichever way in: `wisp` (the operator), APIService (pipectl)
-/// and WebService (the console) call the same operations (`wisp_services::ops`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn piped_and_api_key_rules_are_one_through_cli_api_and_console() {
-    let wisp = Wisp::start();
+/// pipectl with a READ_WRITE key made by `wisp api-key add`, and the console logged in
+/// as the static admin: the two other ways in beside the CLI.
+async fn pipectl_and_console(wisp: &Wisp) -> (support::api::ApiClient, support::web::WebClient) {
     let api_key = wisp.cli_json(&[
         "api-key",
         "add",
@@ -261,9 +259,18 @@ async fn piped_and_api_key_rules_are_one_through_cli_api_and_console() {
         "READ_WRITE",
     ]);
     let api_key = format!("API-KEY {}", api_key["key"].as_str().expect("key"));
-    let mut pipectl = wisp.api_client(Via::Grpc, Some(&api_key)).await;
+    let pipectl = wisp.api_client(Via::Grpc, Some(&api_key)).await;
     let token = wisp.admin_session().await;
-    let mut console = wisp.web_client(Via::Grpc, Some(&token)).await;
+    let console = wisp.web_client(Via::Grpc, Some(&token)).await;
+    (pipectl, console)
+}
+
+/// One behaviour per rule, whichever way in: `wisp` (the operator), APIService (pipectl)
+/// and WebService (the console) call the same operations (`wisp_services::ops`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_and_api_key_rules_are_one_through_cli_api_and_console() {
+    let wisp = Wisp::start();
+    let (mut pipectl, mut console) = pipectl_and_console(&wisp).await;
     let register_api = |name: &str| api::RegisterPipedRequest {
         name: name.into(),
         desc: String::new(),
@@ -425,20 +432,7 @@ async fn piped_and_api_key_rules_are_one_through_cli_api_and_console() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn application_rules_are_one_through_cli_api_and_console() {
     let wisp = Wisp::start();
-    let api_key = wisp.cli_json(&[
-        "api-key",
-        "add",
-        "--project",
-        QUICKSTART,
-        "--name",
-        "ci",
-        "--role",
-        "READ_WRITE",
-    ]);
-    let api_key = format!("API-KEY {}", api_key["key"].as_str().expect("key"));
-    let mut pipectl = wisp.api_client(Via::Grpc, Some(&api_key)).await;
-    let token = wisp.admin_session().await;
-    let mut console = wisp.web_client(Via::Grpc, Some(&token)).await;
+    let (mut pipectl, mut console) = pipectl_and_console(&wisp).await;
 
     // Before the piped's first report only the operator may register an application.
     let early = wisp.add_piped(QUICKSTART, "early");

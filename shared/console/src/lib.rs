@@ -26,7 +26,7 @@ use wisp_services::web::rbac::ADMIN;
 use crate::oidc::SsoError;
 
 pub use layer::{ConsoleLayer, ConsoleService};
-pub use static_files::{StaticFiles, content_type, object_meta};
+pub use static_files::{StaticFiles, object_meta};
 
 pub const LOGIN_PATH: &str = "/auth/login";
 pub const STATIC_LOGIN_PATH: &str = "/auth/login/static";
@@ -171,17 +171,6 @@ impl Console {
     /// Serves the console's built static files from `dir`.
     pub fn with_static_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.files = Some(StaticFiles::new(dir));
-        self
-    }
-
-    /// Serves the console's built static files from `prefix` of the filestore (S3 on
-    /// AWS).
-    pub fn with_static_filestore(
-        mut self,
-        filestore: std::sync::Arc<dyn wisp_store::Filestore>,
-        prefix: impl Into<String>,
-    ) -> Self {
-        self.files = Some(StaticFiles::from_filestore(filestore, prefix));
         self
     }
 

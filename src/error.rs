@@ -32,3 +32,15 @@ impl CliError {
         }
     }
 }
+
+/// A configuration, secret or flag the operator can fix is their mistake; an outage is a
+/// failure.
+impl From<wisp_app::AppError> for CliError {
+    fn from(err: wisp_app::AppError) -> Self {
+        if err.is_operator_error() {
+            CliError::Usage(err.to_string())
+        } else {
+            CliError::Failure(anyhow::Error::new(err))
+        }
+    }
+}

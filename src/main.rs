@@ -3,7 +3,6 @@
 
 mod cli;
 mod error;
-mod setup;
 
 use std::process::ExitCode;
 

@@ -5,7 +5,7 @@
 use wisp_store::StoreError;
 
 use crate::error::CliError;
-use crate::setup::Opened;
+use wisp_app::App;
 
 /// Who the CLI records as the creator of keys it makes.
 pub(crate) const CLI_CREATOR: &str = "wisp-cli";
@@ -27,7 +27,7 @@ pub(crate) fn print_json(value: serde_json::Value) {
     println!("{value}");
 }
 
-pub(crate) async fn require_project(opened: &Opened, project: &str) -> Result<(), CliError> {
+pub(crate) async fn require_project(opened: &App, project: &str) -> Result<(), CliError> {
     if opened
         .project_exists(project)
         .await

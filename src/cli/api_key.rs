@@ -7,8 +7,8 @@ use wisp_services::{ServiceError, ops};
 use wisp_store::entities::slot;
 
 use super::admin::{CLI_CREATOR, print_json, require_project, store_failure, usage};
+use super::stores::StoreArgs;
 use crate::error::CliError;
-use crate::setup::{self, StoreArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum ApiKeyCommand {
@@ -60,7 +60,7 @@ pub async fn run(cmd: ApiKeyCommand) -> Result<(), CliError> {
             json,
         } => {
             let role = ops::api_keys::parse_role(&role)?;
-            let opened = setup::open(&stores).await?;
+            let opened = stores.open().await?;
             require_project(&opened, &project).await?;
             let (api_key, key) = ops::api_keys::generate_api_key(
                 &opened.stores.api_keys,
@@ -84,7 +84,7 @@ pub async fn run(cmd: ApiKeyCommand) -> Result<(), CliError> {
             stores,
             json,
         } => {
-            let opened = setup::open(&stores).await?;
+            let opened = stores.open().await?;
             require_project(&opened, &project).await?;
             let keys = opened
                 .stores
@@ -125,7 +125,7 @@ pub async fn run(cmd: ApiKeyCommand) -> Result<(), CliError> {
             id,
             stores,
         } => {
-            let opened = setup::open(&stores).await?;
+            let opened = stores.open().await?;
             require_project(&opened, &project).await?;
             ops::api_keys::disable_api_key(&opened.stores.api_keys, &project, &id)
                 .await

@@ -10,8 +10,8 @@ use wisp_store::entities::slot;
 
 use super::admin::{print_json, require_project, store_failure, usage};
 use super::piped::{PipedRef, get_piped};
+use super::stores::StoreArgs;
 use crate::error::CliError;
-use crate::setup::{self, StoreArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum ApplicationCommand {
@@ -75,7 +75,7 @@ pub async fn run(cmd: ApplicationCommand) -> Result<(), CliError> {
             stores,
             json,
         } => {
-            let opened = setup::open(&stores).await?;
+            let opened = stores.open().await?;
             require_project(&opened, &project).await?;
             let apps = opened
                 .stores
@@ -122,7 +122,7 @@ async fn add_application(a: ApplicationAdd) -> Result<(), CliError> {
             .deploy_targets
             .push(target.to_string());
     }
-    let opened = setup::open(&a.stores).await?;
+    let opened = a.stores.open().await?;
     let piped = get_piped(
         &opened,
         &PipedRef {

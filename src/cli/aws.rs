@@ -4,10 +4,12 @@
 
 use clap::Subcommand;
 use serde_json::json;
-use wisp_store_aws::open::{self, InitStep, OpenError};
+use wisp_app::stores::InitStep;
+use wisp_app::{KeySource, sources};
+use wisp_store_aws::open::InitStep as AwsStep;
 
+use super::stores::StoreArgs;
 use crate::error::CliError;
-use crate::setup::{self, StoreArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum AwsCommand {
@@ -37,11 +39,8 @@ async fn init(args: &StoreArgs, json: bool) -> Result<(), CliError> {
                 .into(),
         ));
     }
-    let (config, _) = setup::load_config(args).await?;
-    let steps = open::init(&config).await.map_err(|e| match e {
-        OpenError::WrongTypes(_) | OpenError::Config(_) => CliError::Usage(e.to_string()),
-        OpenError::Store { .. } => CliError::Failure(anyhow::Error::new(e)),
-    })?;
+    let config = sources::load(&args.sources(KeySource::None)).await?.config;
+    let steps = wisp_app::stores::init_aws(&config).await?;
     if json {
         let steps: Vec<serde_json::Value> = steps.iter().map(step_json).collect();
         println!("{}", json!({ "steps": steps }));
@@ -55,18 +54,20 @@ async fn init(args: &StoreArgs, json: bool) -> Result<(), CliError> {
 
 fn step_json(step: &InitStep) -> serde_json::Value {
     match step {
-        InitStep::Table {
+        InitStep::Aws(AwsStep::Table {
             table,
             endpoint,
             created,
-        } => {
+        }) => {
             json!({"kind": "dynamodb-table", "name": table, "endpoint": endpoint, "created": created})
         }
-        InitStep::Bucket {
+        InitStep::Aws(AwsStep::Bucket {
             bucket,
             endpoint,
             created,
-        } => json!({"kind": "s3-bucket", "name": bucket, "endpoint": endpoint, "created": created}),
+        }) => {
+            json!({"kind": "s3-bucket", "name": bucket, "endpoint": endpoint, "created": created})
+        }
         InitStep::Redis { address, reachable } => {
             json!({"kind": "redis", "address": address, "reachable": reachable})
         }

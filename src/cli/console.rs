@@ -14,8 +14,8 @@ use serde_json::json;
 use wisp_store::filestore::validate_path;
 use wisp_store::{Filestore, PutCondition};
 
+use super::stores::StoreArgs;
 use crate::error::CliError;
-use crate::setup::{self, StoreArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum ConsoleCommand {
@@ -50,7 +50,7 @@ const INDEX: &str = "index.html";
 async fn upload(args: &UploadArgs) -> Result<(), CliError> {
     let prefix = normalized_prefix(&args.prefix)?;
     let files = console_files(&args.dir)?;
-    let opened = setup::open(&args.stores).await?;
+    let opened = args.stores.open().await?;
     let store = opened.stores.filestore.clone();
     let existing = existing_sizes(&*store, &prefix).await?;
 

@@ -19,7 +19,6 @@ use wisp_store::migrate::{
 };
 
 use crate::error::CliError;
-use crate::setup;
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
@@ -49,8 +48,8 @@ pub fn checkpoint_path(to: &Path) -> PathBuf {
 }
 
 pub async fn run(args: MigrateArgs) -> Result<(), CliError> {
-    let from = load(&args.from, "--from", &args.data_dir)?;
-    let to = load(&args.to, "--to", &args.data_dir)?;
+    let from = load(&args.from, "--from", &args.data_dir).await?;
+    let to = load(&args.to, "--to", &args.data_dir).await?;
     if from.path == to.path {
         return Err(CliError::Usage(format!(
             "--from and --to are the same config ({})",
@@ -74,8 +73,8 @@ pub async fn run(args: MigrateArgs) -> Result<(), CliError> {
         }
     }
 
-    let source = setup::open_stores(&from.config, &args.data_dir).await?;
-    let destination = setup::open_stores(&to.config, &args.data_dir).await?;
+    let source = wisp_app::stores::open(&from.config, &args.data_dir).await?;
+    let destination = wisp_app::stores::open(&to.config, &args.data_dir).await?;
 
     let checkpoints = FileCheckpoint::new(checkpoint_path(&args.to));
     let mut options = MigrateOptions::new(
@@ -126,25 +125,27 @@ pub async fn run(args: MigrateArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A config file, read and resolved the way `setup::load_config` resolves it.
+/// A config file, read and resolved by the one loader.
 struct Loaded {
     /// Canonical path of the file.
     path: PathBuf,
     config: Config,
 }
 
-fn load(path: &Path, flag: &str, data_dir: &Path) -> Result<Loaded, CliError> {
+async fn load(path: &Path, flag: &str, data_dir: &Path) -> Result<Loaded, CliError> {
     if !path.is_file() {
         return Err(CliError::Usage(format!(
             "{flag} config {} does not exist",
             path.display()
         )));
     }
-    let mut config = Config::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?;
-    if let Some(dir) = path.parent() {
-        config.resolve_relative_paths(dir);
-    }
-    config.fill_local_defaults(data_dir);
+    let config = wisp_app::sources::load(&wisp_app::Sources {
+        config: wisp_app::ConfigSource::File(path.to_path_buf()),
+        key: wisp_app::KeySource::None,
+        data_dir: data_dir.to_path_buf(),
+    })
+    .await?
+    .config;
     let path = path
         .canonicalize()
         .map_err(|e| CliError::Usage(format!("{flag} config {}: {e}", path.display())))?;

@@ -10,12 +10,14 @@ mod aws;
 mod bridge;
 mod console;
 mod flags;
+mod jobs;
 mod migrate;
 mod piped;
 mod project;
 mod serve;
 mod signals;
 mod simulate;
+mod stores;
 
 use clap::{Parser, Subcommand};
 
@@ -36,7 +38,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the control plane: PipedService over gRPC and gRPC-web on one port.
+    /// Run the whole control plane on one port: PipedService (pipeds), APIService
+    /// (pipectl) and WebService (the console) over gRPC and gRPC-web, the console's
+    /// login and files, `/healthz`, and the scheduled jobs.
     Serve(serve::ServeArgs),
     /// Manage projects.
     #[command(subcommand)]
@@ -61,6 +65,9 @@ pub enum Command {
     /// Put a built web console where the AWS deployment serves it from.
     #[command(subcommand)]
     Console(console::ConsoleCommand),
+    /// List the scheduled jobs, or run one now.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCommand),
     /// Drive a running control plane with a fleet of simulated pipeds at upstream's
     /// cadence; report calls, latencies, failures and a monthly AWS cost projection.
     Simulate(simulate::SimulateArgs),
@@ -90,6 +97,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Migrate(args) => migrate::run(args).await,
         Command::Aws(cmd) => aws::run(cmd).await,
         Command::Console(cmd) => console::run(cmd).await,
+        Command::Jobs(cmd) => jobs::run(cmd).await,
         Command::Simulate(args) => simulate::run(args).await,
     }
 }

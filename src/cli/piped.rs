@@ -9,7 +9,9 @@ use wisp_store::entities::slot;
 
 use super::admin::{CLI_CREATOR, print_json, require_project, store_failure, usage};
 use crate::error::CliError;
-use crate::setup::{self, Opened, StoreArgs};
+use wisp_app::App;
+
+use super::stores::StoreArgs;
 
 #[derive(Debug, Subcommand)]
 pub enum PipedCommand {
@@ -60,7 +62,7 @@ pub struct PipedRef {
     pub stores: StoreArgs,
 }
 
-pub(crate) async fn get_piped(opened: &Opened, r: &PipedRef) -> Result<model::Piped, CliError> {
+pub(crate) async fn get_piped(opened: &App, r: &PipedRef) -> Result<model::Piped, CliError> {
     require_project(opened, &r.project).await?;
     opened
         .stores
@@ -96,7 +98,7 @@ pub async fn run(cmd: PipedCommand) -> Result<(), CliError> {
             stores,
             json,
         } => {
-            let opened = setup::open(&stores).await?;
+            let opened = stores.open().await?;
             require_project(&opened, &project).await?;
             let (piped, key) = ops::pipeds::register_piped(
                 &opened.stores.pipeds,
@@ -115,7 +117,7 @@ pub async fn run(cmd: PipedCommand) -> Result<(), CliError> {
             stores,
             json,
         } => {
-            let opened = setup::open(&stores).await?;
+            let opened = stores.open().await?;
             require_project(&opened, &project).await?;
             let pipeds = opened
                 .stores
@@ -153,7 +155,7 @@ pub async fn run(cmd: PipedCommand) -> Result<(), CliError> {
         PipedCommand::Disable(r) => set_disabled(r, true).await,
         PipedCommand::Enable(r) => set_disabled(r, false).await,
         PipedCommand::RotateKey { piped, json } => {
-            let opened = setup::open(&piped.stores).await?;
+            let opened = piped.stores.open().await?;
             get_piped(&opened, &piped).await?;
             let key = ops::pipeds::add_piped_key(
                 &opened.stores.pipeds,
@@ -173,7 +175,7 @@ pub async fn run(cmd: PipedCommand) -> Result<(), CliError> {
             Ok(())
         }
         PipedCommand::DeleteOldKeys(r) => {
-            let opened = setup::open(&r.stores).await?;
+            let opened = r.stores.open().await?;
             get_piped(&opened, &r).await?;
             ops::pipeds::delete_old_piped_keys(&opened.stores.pipeds, &r.project, &r.id).await?;
             println!("Piped {} now has only its newest key.", r.id);
@@ -183,7 +185,7 @@ pub async fn run(cmd: PipedCommand) -> Result<(), CliError> {
 }
 
 async fn set_disabled(r: PipedRef, disabled: bool) -> Result<(), CliError> {
-    let opened = setup::open(&r.stores).await?;
+    let opened = r.stores.open().await?;
     get_piped(&opened, &r).await?;
     ops::pipeds::set_piped_disabled(&opened.stores.pipeds, &r.project, &r.id, disabled).await?;
     let state = if disabled { "disabled" } else { "enabled" };

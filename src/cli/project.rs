@@ -6,8 +6,8 @@ use wisp_services::ops;
 use wisp_store::entities::{pk, slot};
 
 use super::admin::{print_json, store_failure, usage};
+use super::stores::StoreArgs;
 use crate::error::CliError;
-use crate::setup::{self, StoreArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum ProjectCommand {
@@ -43,7 +43,7 @@ pub async fn run(cmd: ProjectCommand) -> Result<(), CliError> {
             stores,
             json,
         } => {
-            let opened = setup::open(&stores).await?;
+            let opened = stores.open().await?;
             let id = id.trim().to_string();
             if let Some(name) = &shared_sso
                 && opened.config.spec.shared_sso_config(name).is_none()
@@ -54,7 +54,7 @@ pub async fn run(cmd: ProjectCommand) -> Result<(), CliError> {
             }
             let username = wisp_auth::keys::generate_random_string(10);
             let password = wisp_auth::keys::generate_random_string(30);
-            let defined_in_config = opened.config_projects.contains_key(&id);
+            let defined_in_config = opened.config_projects().contains_key(&id);
             ops::projects::create_project(
                 &opened.stores.projects,
                 ops::projects::NewProject {
@@ -78,10 +78,10 @@ pub async fn run(cmd: ProjectCommand) -> Result<(), CliError> {
             Ok(())
         }
         ProjectCommand::List { stores, json } => {
-            let opened = setup::open(&stores).await?;
+            let opened = stores.open().await?;
             let mut rows = Vec::new();
             for (id, desc) in opened
-                .config_projects
+                .config_projects()
                 .iter()
                 .map(|(id, p)| (id.clone(), p.desc.clone()))
             {

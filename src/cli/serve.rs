@@ -1,5 +1,7 @@
-//! `wisp serve`: PipedService, APIService and WebService over native gRPC (h2c) and gRPC-web on one
-//! port, plus `/healthz`, on the stores the config names.
+//! `wisp serve`: the whole control plane in one process. PipedService, APIService and
+//! WebService over native gRPC (h2c) and gRPC-web on one port, the console's login and
+//! files, `/healthz`, and the scheduled jobs on their timers, on the stores the config
+//! names.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,15 +13,12 @@ use clap::Args;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic_web::GrpcWebLayer;
+use wisp_app::{App, ConsoleOptions, KeySource};
 use wisp_transport::EdgeLayer;
-use wisp_transport::api::ApiGrpc;
-use wisp_transport::piped::PipedGrpc;
-use wisp_transport::web::WebGrpc;
 
 use super::signals::Signals;
+use super::stores::StoreArgs;
 use crate::error::CliError;
-use crate::setup;
-use crate::setup::StoreArgs;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -47,40 +46,20 @@ pub struct ServeArgs {
     /// under a name other than localhost.
     #[arg(long, env = "WISP_INSECURE_COOKIE")]
     pub insecure_cookie: bool,
+    /// Do not run the scheduled jobs here (for instances beside one that runs them; see
+    /// `wisp jobs list` for what they are and how often they run).
+    #[arg(long, env = "WISP_NO_JOBS")]
+    pub no_jobs: bool,
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
-    // Read first so a bad key fails at start, not at the first console login.
-    let encryption_key = setup::load_encryption_key(
-        args.encryption_key_file.as_deref(),
-        args.encryption_key_secret.as_deref(),
-    )
-    .await?;
-    let opened = setup::open(&args.stores).await?;
-    opened.ensure_quickstart_project().await?;
-    let encryption_key = match encryption_key {
-        Some(key) => key,
-        // Without a key, sessions are signed with one kept beside the embedded data, so
-        // console logins survive a restart.
-        None => setup::local_encryption_key(&args.stores.data_dir)?,
+    // Without a key, sessions are signed with one kept beside the embedded data, so
+    // console logins survive a restart.
+    let key = match (&args.encryption_key_file, &args.encryption_key_secret) {
+        (Some(path), _) => KeySource::File(path.clone()),
+        (None, Some(name)) => KeySource::Secret(name.clone()),
+        (None, None) => KeySource::DataDir,
     };
-    let session_signer = wisp_auth::SessionSigner::new(encryption_key.bytes());
-
-    let verifier = Arc::new(wisp_auth::PipedVerifier::new(opened.key_source()));
-    let web_base_url = opened.config.spec.address.clone().unwrap_or_default();
-    let piped_api = Arc::new(wisp_services::piped::PipedApi::new(
-        opened.stores.clone(),
-        web_base_url.clone(),
-    ));
-    let api_key_verifier = Arc::new(wisp_auth::ApiKeyVerifier::new(opened.key_source()));
-    let api_api = Arc::new(wisp_services::api::ApiApi::new(
-        opened.stores.clone(),
-        web_base_url,
-    ));
-    let web_api = Arc::new(
-        wisp_services::web::WebApi::new(opened.stores.clone(), opened.config_projects_as_model())
-            .with_sso_key(*encryption_key.aes_key()),
-    );
     if let Some(dir) = args
         .web_dir
         .as_ref()
@@ -91,15 +70,16 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             dir.display()
         )));
     }
-    let mut console = wisp_console::Console::new(web_api.clone(), session_signer.clone())
-        .insecure_cookie(args.insecure_cookie)
-        .with_sso_key(*encryption_key.aes_key())
-        .with_address(opened.config.spec.address.as_deref().unwrap_or_default())
-        .with_shared_sso(&opened.config.spec.shared_sso_configs);
-    if let Some(dir) = &args.web_dir {
-        console = console.with_static_dir(dir);
-    }
-    let console = Arc::new(console);
+    let app = App::open(&args.stores.sources(key)).await?;
+    let web_api = app.web_api();
+    let console = app.console(
+        web_api.clone(),
+        ConsoleOptions {
+            insecure_cookie: args.insecure_cookie,
+            static_files: args.web_dir.as_ref().map(wisp_console::StaticFiles::new),
+        },
+    )?;
+    let web_grpc = app.web_grpc(web_api)?;
 
     // Listen for signals before announcing readiness: a SIGTERM sent right after the
     // ready line must stop the server gracefully, not kill it.
@@ -112,7 +92,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let local = listener.local_addr().context("listener address")?;
     // Tests and scripts wait for this line to know the port (useful with --addr :0).
     println!("wisp listening on {local}");
-    tracing::info!(addr = %local, data = %opened.describe(), "wisp serve ready");
+    app.log_ready("wisp serve");
+    tracing::info!(addr = %local, data = %app.describe(), "wisp serve ready");
 
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = Server::builder()
@@ -121,15 +102,29 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .layer(EdgeLayer)
-        .layer(wisp_console::ConsoleLayer::new(console))
+        .layer(wisp_console::ConsoleLayer::new(Arc::new(console)))
         .layer(GrpcWebLayer::new())
-        .add_service(PipedGrpc::new(piped_api, verifier).into_server())
-        .add_service(ApiGrpc::new(api_api, api_key_verifier).into_server())
-        .add_service(WebGrpc::new(web_api, session_signer).into_server())
+        .add_service(app.piped_grpc().into_server())
+        .add_service(app.api_grpc().into_server())
+        .add_service(web_grpc.into_server())
         .serve_with_incoming_shutdown(incoming, async {
             let _ = stop_rx.await;
         });
     tokio::pin!(server);
+    let (jobs_stop, jobs_stopped) = tokio::sync::oneshot::channel::<()>();
+    let jobs = if args.no_jobs {
+        tracing::info!("scheduled jobs off (--no-jobs)");
+        None
+    } else {
+        Some(tokio::spawn(wisp_jobs::schedule::run_until(
+            app.stores.clone(),
+            app.job_settings(),
+            app.job_schedule(),
+            async {
+                let _ = jobs_stopped.await;
+            },
+        )))
+    };
     tokio::select! {
         result = &mut server => {
             result.context("server failed")?;
@@ -147,6 +142,10 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
                 ),
             }
         }
+    }
+    let _ = jobs_stop.send(());
+    if let Some(jobs) = jobs {
+        let _ = jobs.await;
     }
     tracing::info!("wisp serve stopped");
     Ok(())

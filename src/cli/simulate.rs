@@ -9,8 +9,8 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use wisp_store::stores::Stores;
 
+use super::stores::StoreArgs;
 use crate::error::CliError;
-use crate::setup::{self, StoreArgs};
 use wisp_simulate::client::Target;
 use wisp_simulate::cost::{self, CostInputs, Prices, Shape};
 use wisp_simulate::report::{self, Context};
@@ -54,7 +54,7 @@ pub struct SimulateArgs {
     pub data_dir: Option<PathBuf>,
     /// Project to register the fleet in (default: `quickstart`, which `wisp serve` makes
     /// when it runs without a config).
-    #[arg(long, default_value = setup::QUICKSTART_PROJECT)]
+    #[arg(long, default_value = wisp_app::QUICKSTART_PROJECT)]
     pub project: String,
     /// Print one JSON object on stdout instead of the tables.
     #[arg(long)]
@@ -194,8 +194,7 @@ fn check(args: &SimulateArgs) -> Result<Checked, CliError> {
 
 pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
     let checked = check(&args)?;
-    let opened = setup::open(&checked.stores).await?;
-    opened.ensure_quickstart_project().await?;
+    let opened = checked.stores.open().await?;
     let exists = opened
         .project_exists(&args.project)
         .await

@@ -10,7 +10,7 @@ use wisp_proto::apiservice as api;
 use wisp_proto::webservice as web;
 
 use support::{
-    CliOutput, Piped, QUICKSTART, Via, Wisp, assert_status, empty_data_dir, ok, run_cli,
+    CliOutput, Piped, QUICKSTART, Server, Via, Wisp, assert_status, empty_data_dir, ok, run_cli,
 };
 
 /// A user mistake: exit status 2, nothing on stdout, one `error: ...` line on stderr that
@@ -48,34 +48,37 @@ fn app_add_args<'a>(project: &'a str, piped: &'a str, name: &'a str) -> Vec<&'a 
 }
 
 #[test]
-fn project_list_shows_quickstart_after_serve_started_once() {
+fn admin_commands_on_a_fresh_data_dir_see_the_quickstart_project() {
+    // As `wisp serve` does: on the built-in defaults the quickstart project exists from
+    // the first command on, server or not.
     let dir = empty_data_dir();
     let before = run_cli(dir.path(), &["project", "list", "--json"]);
     assert_eq!(before.code, 0, "{before:?}");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&before.stdout).expect("JSON"),
-        serde_json::json!([]),
-        "no project before the first serve"
+        serde_json::json!([{"id": QUICKSTART, "desc": "Quickstart project", "source": "datastore"}]),
+        "quickstart exists before any serve"
     );
+    let added = run_cli(
+        dir.path(),
+        &["piped", "add", "--project", QUICKSTART, "--name", "first"],
+    );
+    assert_eq!(added.code, 0, "{added:?}");
 
-    // Start and stop a server on a directory: it leaves the quickstart project behind.
-    let mut wisp = Wisp::start();
-    let listed = wisp.cli_json(&["project", "list"]);
+    // A server on the same directory serves the same project (not a second one), with
+    // the piped added before it started.
+    let server = Server::start(dir.path());
+    let listed = run_cli(dir.path(), &["project", "list", "--json"]);
     assert_eq!(
-        listed,
+        serde_json::from_str::<serde_json::Value>(&listed.stdout).expect("JSON"),
         serde_json::json!([{"id": QUICKSTART, "desc": "Quickstart project", "source": "datastore"}])
     );
-    let text = wisp.cli_ok(&["project", "list"]);
-    assert!(
-        text.lines()
-            .any(|l| l.split('\t').next() == Some(QUICKSTART)),
-        "{text:?}"
+    let pipeds = run_cli(
+        dir.path(),
+        &["piped", "list", "--project", QUICKSTART, "--json"],
     );
-    // Still there with no server running.
-    wisp.stop();
-    let after = wisp.cli(&["project", "list"]);
-    assert_eq!(after.code, 0, "{after:?}");
-    assert!(after.stdout.starts_with("quickstart\t"), "{after:?}");
+    assert!(pipeds.stdout.contains("\"first\""), "{pipeds:?}");
+    drop(server);
 }
 
 #[test]

@@ -16,11 +16,13 @@ use wisp_proto::webservice::web_service_server::WebServiceServer;
 use wisp_transport::edge::rewrite_legacy_path;
 
 /// A function behind a listener rule: its key (`functions/<key>`), its binary, the
-/// transport type its `main` serves, and that service's gRPC name.
+/// transport type its `main` serves, the `wisp_app::App` method that builds it, and that
+/// service's gRPC name.
 struct Routed {
     key: &'static str,
     binary: &'static str,
     transport: &'static str,
+    builder: &'static str,
     service: &'static str,
 }
 
@@ -30,18 +32,21 @@ fn routed() -> Vec<Routed> {
             key: "piped-api",
             binary: "wisp-piped-api",
             transport: "PipedGrpc",
+            builder: "piped_grpc",
             service: <PipedServiceServer<()> as NamedService>::NAME,
         },
         Routed {
             key: "api",
             binary: "wisp-api",
             transport: "ApiGrpc",
+            builder: "api_grpc",
             service: <ApiServiceServer<()> as NamedService>::NAME,
         },
         Routed {
             key: "web-api",
             binary: "wisp-web-api",
             transport: "WebGrpc",
+            builder: "web_grpc",
             service: <WebServiceServer<()> as NamedService>::NAME,
         },
     ]
@@ -96,11 +101,24 @@ fn each_routed_function_serves_its_service() {
         );
         let main = read(&dir.join("src/main.rs"));
         assert!(
-            main.contains(&format!("{}::new(", r.transport)) && main.contains(".into_server()"),
-            "functions/{}/src/main.rs must serve {} ({})",
+            main.contains(&format!(".{}(", r.builder)) && main.contains(".into_server()"),
+            "functions/{}/src/main.rs must serve App::{} ({})",
             r.key,
-            r.transport,
+            r.builder,
             r.service
+        );
+        // The builder returns that transport.
+        let app = read(&repo().join("shared/app/src/app.rs"));
+        let signature = app
+            .split(&format!("pub fn {}(", r.builder))
+            .nth(1)
+            .and_then(|rest| rest.split('{').next())
+            .unwrap_or_else(|| panic!("shared/app/src/app.rs has no App::{}", r.builder));
+        assert!(
+            signature.contains(r.transport),
+            "App::{} must return {} ({signature})",
+            r.builder,
+            r.transport
         );
     }
 }

@@ -19,6 +19,7 @@ mod infra_routes;
 mod lambda_e2e;
 mod migrate_cli;
 mod piped_service;
+mod serve_jobs;
 mod simulate;
 mod web_console;
 mod web_rbac_matrix;

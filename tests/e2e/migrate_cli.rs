@@ -287,7 +287,8 @@ fn mistakes_are_one_line_and_exit_2_and_differing_counts_exit_1() {
         "nothing was opened"
     );
 
-    // The destination holds a project the source lacks: copied, but the counts differ.
+    // The destination holds a project the source lacks: copied, but the counts differ
+    // (both sides also hold the quickstart project the admin CLI made on the defaults).
     let extra = run_cli(target.path(), &["project", "add", "extra"]);
     assert_eq!(extra.code, 0, "{extra:?}");
     let out = migrate(dir, &["--from", path_str(&a), "--to", path_str(&b)]);
@@ -295,7 +296,7 @@ fn mistakes_are_one_line_and_exit_2_and_differing_counts_exit_1() {
     assert!(out.stdout.contains("<- differs"), "{out:?}");
     assert!(
         out.stderr.contains("counts differ")
-            && out.stderr.contains("Project: source 1, destination 2"),
+            && out.stderr.contains("Project: source 2, destination 3"),
         "{out:?}"
     );
 }
@@ -396,7 +397,7 @@ fn a_run_resumes_from_the_state_file_beside_the_destination_config() {
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("note: resuming"), "{out:?}");
     assert!(
-        out.stderr.contains("Project: source 2, destination 0"),
+        out.stderr.contains("Project: source 3, destination 0"),
         "{out:?}"
     );
     assert!(!state.exists(), "{out:?}");
@@ -404,7 +405,7 @@ fn a_run_resumes_from_the_state_file_beside_the_destination_config() {
     // The next run starts from the beginning and copies them.
     let out = migrate(configs.path(), &args);
     assert_eq!(out.code, 0, "{out:?}");
-    assert!(out.stdout.contains("counts match: 2 records"), "{out:?}");
+    assert!(out.stdout.contains("counts match: 3 records"), "{out:?}");
 
     // --restart ignores a state file, even a corrupt one; without it, a corrupt one is an
     // error that says how to get past it.

@@ -21,19 +21,14 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 use tonic_web::GrpcWebLayer;
-use wisp_auth::{ApiKeyVerifier, CachePolicy, PipedToken, PipedVerifier};
+use wisp_auth::{CachePolicy, PipedToken, PipedVerifier};
 use wisp_proto::model;
 use wisp_proto::pipedservice::piped_service_server::{PipedService, PipedServiceServer};
 use wisp_proto::pipedservice::*;
-use wisp_services::api::ApiApi;
 use wisp_services::auth_source::StoreKeySource;
-use wisp_services::piped::PipedApi;
 use wisp_store::collection::now_unix;
-use wisp_store::stores::Stores;
-use wisp_store_embedded::{LocalFilestore, MemoryCache, SqliteDatastore};
 use wisp_transport::EdgeLayer;
-use wisp_transport::api::ApiGrpc;
-use wisp_transport::piped::{MAX_MESSAGE_BYTES, PipedGrpc};
+use wisp_transport::piped::MAX_MESSAGE_BYTES;
 
 pub const PROJECT_ID: &str = "bench";
 
@@ -104,13 +99,11 @@ pub async fn start_wisp(
     pipeds: usize,
     verified_ttl: Option<Duration>,
 ) -> anyhow::Result<Wisp> {
-    let datastore = SqliteDatastore::open(dir.join("wisp.db")).context("open the database")?;
-    let filestore = LocalFilestore::open(dir.join("files")).context("open the filestore")?;
-    let cache = MemoryCache::new(
-        wisp_store_embedded::cache::DEFAULT_MAX_ENTRIES,
-        wisp_store_embedded::cache::DEFAULT_MAX_BYTES,
-    );
-    let stores = Stores::new(Arc::new(datastore), Arc::new(filestore), Arc::new(cache));
+    // The stores `wisp serve --data-dir dir` opens, by the same opener.
+    let config = wisp_config::Config::default_embedded(dir);
+    let stores = wisp_app::stores::open(&config, dir)
+        .await
+        .context("open the embedded stores")?;
 
     let started = Instant::now();
     let admin_hash = wisp_auth::hash_secret("bench-admin").context("hash admin password")?;
@@ -159,19 +152,19 @@ pub async fn start_wisp(
     }
     let register_time = started.elapsed();
 
-    // As src/cli/serve.rs: no config projects, the production cache policy.
-    let source = StoreKeySource::new(stores.clone(), std::iter::empty::<String>());
-    let source_for_api_keys = source.clone();
-    let verifier = Arc::new(match verified_ttl {
-        None => PipedVerifier::new(source),
-        Some(ttl) => PipedVerifier::with_policy(source, CachePolicy::default().verified_ttl(ttl)),
-    });
+    // The services as `wisp serve` builds them: no config projects, the production cache
+    // policy unless the bench overrides the TTL.
+    let app = wisp_app::App::from_parts(config, false, stores, None);
+    let verifier = match verified_ttl {
+        None => app.piped_verifier(),
+        Some(ttl) => Arc::new(PipedVerifier::with_policy(
+            app.key_source(),
+            CachePolicy::default().verified_ttl(ttl),
+        )),
+    };
     // Both services, as `wisp serve` routes them (only PipedService is under load).
-    let api_key_verifier = Arc::new(ApiKeyVerifier::new(source_for_api_keys));
-    let api_api = Arc::new(ApiApi::new(stores.clone(), String::new()));
-    let piped_api = Arc::new(PipedApi::new(stores, String::new()));
-    let routes = Routes::new(PipedGrpc::new(piped_api, verifier.clone()).into_server())
-        .add_service(ApiGrpc::new(api_api, api_key_verifier).into_server());
+    let routes = Routes::new(app.piped_grpc_with(verifier.clone()).into_server())
+        .add_service(app.api_grpc().into_server());
     let server = serve(routes).await?;
     Ok(Wisp {
         server,

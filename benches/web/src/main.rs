@@ -5,7 +5,6 @@
 //! moto_server.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -16,14 +15,13 @@ use hyper_util::rt::TokioExecutor;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::Server;
 use tonic_web::GrpcWebLayer;
+use wisp_app::App;
 use wisp_auth::{SessionSigner, WebCaller};
 use wisp_proto::model;
 use wisp_proto::webservice as web;
 use wisp_proto::webservice::web_service_client::WebServiceClient;
-use wisp_services::web::WebApi;
 use wisp_store::stores::Stores;
 use wisp_transport::EdgeLayer;
-use wisp_transport::web::WebGrpc;
 
 const PROJECT: &str = "bench";
 const KEY: &[u8] = b"web-bench-key-web-bench-key-web-bench-key";
@@ -53,26 +51,26 @@ async fn main() -> anyhow::Result<()> {
         "store", "rpc", "calls", "p50 ms", "p99 ms"
     );
     let dir = tempfile::tempdir()?;
-    let embedded = embedded_stores(dir.path())?;
-    run("embedded", embedded, &args).await?;
+    let embedded = wisp_config::Config::default_embedded(dir.path());
+    run("embedded", open(embedded, dir.path()).await?, &args).await?;
     if let Some(moto) = &args.moto {
-        let stores = moto_stores(moto).await?;
-        run("moto", stores, &args).await?;
+        let config = moto_config(moto).await?;
+        run("moto", open(config, dir.path()).await?, &args).await?;
     }
     Ok(())
 }
 
-fn embedded_stores(dir: &std::path::Path) -> anyhow::Result<Stores> {
-    let datastore = wisp_store_embedded::SqliteDatastore::open(dir.join("wisp.db"))?;
-    let filestore = wisp_store_embedded::LocalFilestore::open(dir.join("files"))?;
-    Ok(Stores::new(
-        Arc::new(datastore),
-        Arc::new(filestore),
-        Arc::new(wisp_store::MemoryCache::new(10_000, 256 * 1024 * 1024)),
-    ))
+/// The stores and services as `wisp serve` opens and builds them.
+async fn open(config: wisp_config::Config, dir: &std::path::Path) -> anyhow::Result<App> {
+    let stores = wisp_app::stores::open(&config, dir)
+        .await
+        .with_context(|| format!("open the stores of {}", config.source))?;
+    let key = wisp_config::EncryptionKey::from_bytes(KEY.to_vec())?;
+    Ok(App::from_parts(config, false, stores, Some(key)))
 }
 
-async fn moto_stores(endpoint: &str) -> anyhow::Result<Stores> {
+/// A table and a bucket of their own on moto_server, created.
+async fn moto_config(endpoint: &str) -> anyhow::Result<wisp_config::Config> {
     let suffix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis();
@@ -80,12 +78,10 @@ async fn moto_stores(endpoint: &str) -> anyhow::Result<Stores> {
         "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n  datastore:\n    type: DYNAMODB\n    config:\n      table: web-bench-{suffix}\n      region: us-east-1\n      endpoint: {endpoint}\n  filestore:\n    type: S3\n    config:\n      bucket: web-bench-{suffix}\n      region: us-east-1\n      endpoint: {endpoint}\n"
     );
     let config = wisp_config::Config::from_yaml_str(&yaml, "web-bench")?;
-    wisp_store_aws::open::init(&config)
+    wisp_app::stores::init_aws(&config)
         .await
         .context("create the table and bucket on moto")?;
-    wisp_store_aws::open::open_stores(&config)
-        .await
-        .context("open the moto stores")
+    Ok(config)
 }
 
 fn git_path() -> model::ApplicationGitPath {
@@ -193,8 +189,8 @@ async fn seed(stores: &Stores, args: &Args) -> anyhow::Result<String> {
     Ok(app.id)
 }
 
-async fn serve(stores: Stores) -> anyhow::Result<SocketAddr> {
-    let web = Arc::new(WebApi::new(stores, vec![]));
+async fn serve(app: &App) -> anyhow::Result<SocketAddr> {
+    let web = app.web_grpc(app.web_api())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -203,15 +199,15 @@ async fn serve(stores: Stores) -> anyhow::Result<SocketAddr> {
             .accept_http1(true)
             .layer(EdgeLayer)
             .layer(GrpcWebLayer::new())
-            .add_service(WebGrpc::new(web, SessionSigner::new(KEY)).into_server())
+            .add_service(web.into_server())
             .serve_with_incoming(incoming),
     );
     Ok(addr)
 }
 
-async fn run(store: &str, stores: Stores, args: &Args) -> anyhow::Result<()> {
-    let app_id = seed(&stores, args).await?;
-    let addr = serve(stores).await?;
+async fn run(store: &str, app: App, args: &Args) -> anyhow::Result<()> {
+    let app_id = seed(&app.stores, args).await?;
+    let addr = serve(&app).await?;
     let token = SessionSigner::new(KEY).sign(&WebCaller {
         subject: "bench".into(),
         avatar_url: String::new(),

@@ -1,6 +1,6 @@
 //! The HTTP function: `/healthz` (the ALB's health checks), the console's `/auth/*`
-//! (static admin login, logout) and its static files. Wiring only: config → stores →
-//! service → runtime (the config and stores are opened during init, so a broken
+//! (static admin login, logout) and its static files. Wiring only: the app (config →
+//! stores) → service → runtime (the config and stores are opened during init, so a broken
 //! deployment fails its health check).
 //!
 //! The console's built files come from `WISP_WEB_PREFIX`, a prefix of the filestore
@@ -12,34 +12,29 @@
 //! `/auth/*` are served.
 //! `WISP_INSECURE_COOKIE=true` drops `Secure` from the cookies (never behind HTTPS).
 
-use std::sync::Arc;
-
-use wisp_lambda::boot::Boot;
+use wisp_app::ConsoleOptions;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     wisp_lambda::telemetry::init();
-    let boot = Boot::load("http").await?;
+    let app = wisp_lambda::boot::load("http").await?;
 
-    let signer = boot.session_signer()?;
-    let insecure = std::env::var("WISP_INSECURE_COOKIE").is_ok_and(|v| v == "true");
-    let mut console = wisp_console::Console::new(Arc::new(boot.web_api()), signer)
-        .insecure_cookie(insecure)
-        .with_address(&boot.web_base_url())
-        .with_shared_sso(&boot.config.spec.shared_sso_configs);
-    if let Some(key) = boot.sso_key() {
-        console = console.with_sso_key(key);
-    }
-    if let Ok(prefix) = std::env::var("WISP_WEB_PREFIX") {
-        let files =
-            wisp_console::StaticFiles::from_filestore(boot.stores.filestore.clone(), prefix)
-                .redirect_assets(true);
-        console = console.with_static_files(files);
-    } else if let Some(dir) = std::env::var_os("WISP_WEB_DIR") {
-        console = console.with_static_dir(dir);
-    }
-    let service = wisp_lambda::stack::console(Arc::new(console));
-
-    boot.ready();
+    let static_files = if let Ok(prefix) = std::env::var("WISP_WEB_PREFIX") {
+        Some(
+            wisp_console::StaticFiles::from_filestore(app.stores.filestore.clone(), prefix)
+                .redirect_assets(true),
+        )
+    } else {
+        std::env::var_os("WISP_WEB_DIR").map(wisp_console::StaticFiles::new)
+    };
+    let console = app.console(
+        app.web_api(),
+        ConsoleOptions {
+            insecure_cookie: std::env::var("WISP_INSECURE_COOKIE").is_ok_and(|v| v == "true"),
+            static_files,
+        },
+    )?;
+    let service = wisp_lambda::stack::console(std::sync::Arc::new(console));
+    app.log_ready("http");
     lambda_http::run(service).await
 }

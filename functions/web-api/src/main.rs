@@ -1,21 +1,14 @@
 //! The console's API function: WebService over gRPC-web behind the ALB, authenticated by
-//! the session cookie. Wiring only: config → stores → service → runtime.
-
-use std::sync::Arc;
+//! the session cookie. Wiring only: the app (config → stores) → service → runtime.
 
 use tonic::service::Routes;
-use wisp_lambda::boot::Boot;
-use wisp_transport::web::WebGrpc;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     wisp_lambda::telemetry::init();
-    let boot = Boot::load("web-api").await?;
-
-    let signer = boot.session_signer()?;
-    let web = Arc::new(boot.web_api());
-    let service = wisp_lambda::stack::grpc(Routes::new(WebGrpc::new(web, signer).into_server()));
-
-    boot.ready();
+    let app = wisp_lambda::boot::load("web-api").await?;
+    let web = app.web_grpc(app.web_api())?;
+    let service = wisp_lambda::stack::grpc(Routes::new(web.into_server()));
+    app.log_ready("web-api");
     lambda_http::run(service).await
 }

@@ -5,6 +5,7 @@
 mod cache;
 mod duration;
 mod error;
+pub mod jobs;
 mod secret;
 mod spec;
 mod sso;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use cache::{CacheBackend, CacheConfig, CacheType, MemoryCacheConfig, RedisCacheConfig};
 pub use duration::{DurationParseError, GoDuration, format_go_duration, parse_go_duration};
 pub use error::ConfigError;
+pub use jobs::JobsConfig;
 pub use secret::{EncryptionKey, SecretString};
 pub use spec::{
     ControlPlaneSpec, DEFAULT_APPLICATION_INSIGHT_SCHEDULE, DEFAULT_CACHE_TTL,

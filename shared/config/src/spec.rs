@@ -40,6 +40,9 @@ pub struct ControlPlaneSpec {
     pub cache: CacheConfig,
     #[serde(deserialize_with = "null_as_default")]
     pub insight_collector: InsightCollectorConfig,
+    /// How often `wisp serve` runs the scheduled jobs (a Wisp extension).
+    #[serde(deserialize_with = "null_as_default")]
+    pub jobs: crate::JobsConfig,
     /// Debug/quickstart projects that live in the configuration, not in the datastore.
     #[serde(
         deserialize_with = "null_as_default",

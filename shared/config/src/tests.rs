@@ -709,3 +709,38 @@ fn yaml_round_trip() {
     );
     assert!(text.contains("ttl: 5m0s"), "{text}");
 }
+
+#[test]
+fn jobs_default_to_the_lambda_schedules_and_can_be_set() {
+    let c = parse(&format!("{ENVELOPE}spec: {{}}\n")).expect("parse");
+    let jobs = &c.spec.jobs;
+    assert_eq!(
+        jobs.orphan_commands_interval(),
+        Duration::from_secs(6 * 3600)
+    );
+    assert_eq!(jobs.deployment_chains_interval(), Duration::from_secs(60));
+    assert_eq!(jobs.insights_interval(), Duration::from_secs(3600));
+    assert_eq!(jobs.command_timeout(), Duration::from_secs(24 * 3600));
+    assert_eq!(
+        jobs.plan_preview_output_ttl(),
+        Duration::from_secs(48 * 3600)
+    );
+
+    let c = parse(&format!(
+        "{ENVELOPE}spec:\n  jobs:\n    orphanCommands: {{interval: 2s, commandTimeout: 90s}}\n    deploymentChains: {{interval: 500ms}}\n"
+    ))
+    .expect("parse");
+    let jobs = &c.spec.jobs;
+    assert_eq!(jobs.orphan_commands_interval(), Duration::from_secs(2));
+    assert_eq!(jobs.command_timeout(), Duration::from_secs(90));
+    assert_eq!(
+        jobs.deployment_chains_interval(),
+        Duration::from_millis(500)
+    );
+    assert_eq!(jobs.piped_stats_interval(), Duration::from_secs(24 * 3600));
+
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:\n  jobs:\n    orphanCommand: {{interval: 2s}}\n"
+    ));
+    assert!(err.to_string().contains("orphanCommand"), "{err}");
+}

@@ -2,9 +2,11 @@
 //! takes the stores, a deadline and the current time, does as much as fits, and leaves
 //! the rest for the next run (idempotent; resumes from its index order or a marker).
 //!
-//! Which job runs is named by the invoking event (see [`JobRequest::from_event`]):
+//! Which job runs is named by the invoking event on Lambda (see
+//! [`JobRequest::from_event`]); `wisp serve` runs them on a timer ([`schedule`]) with the
+//! same periods, which `jobs` in the configuration changes:
 //!
-//! | job | upstream | suggested schedule | what it does |
+//! | job | upstream | default schedule | what it does |
 //! |---|---|---|---|
 //! | `orphan-commands` | orphancommandcleaner | `rate(6 hours)` | commands unhandled for 24 h → `COMMAND_TIMEOUT` |
 //! | `piped-stats` | staledpipedstatcleaner | `rate(1 day)` | drops cached piped stats older than 24 h |
@@ -19,6 +21,7 @@ mod marker;
 pub mod orphan_commands;
 pub mod piped_stats;
 pub mod plan_preview_outputs;
+pub mod schedule;
 
 use std::time::Instant;
 
@@ -168,6 +171,10 @@ pub struct Settings {
     pub insight_deployments: bool,
     /// `insightCollector.deployment.chunkMaxCount`.
     pub insight_chunk_max_count: usize,
+    /// `jobs.orphanCommands.commandTimeout`, in seconds.
+    pub command_timeout_secs: i64,
+    /// `jobs.planPreviewOutputs.outputTtl`, in seconds.
+    pub output_ttl_secs: i64,
 }
 
 impl Default for Settings {
@@ -177,6 +184,8 @@ impl Default for Settings {
             insight_applications: true,
             insight_deployments: true,
             insight_chunk_max_count: 1000,
+            command_timeout_secs: orphan_commands::COMMAND_TIMEOUT_SECS,
+            output_ttl_secs: plan_preview_outputs::OUTPUT_TTL_SECS,
         }
     }
 }

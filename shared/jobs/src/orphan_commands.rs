@@ -14,13 +14,14 @@ use wisp_store::entities::{pk, slot};
 use crate::{Job, JobContext, JobError, JobReport};
 
 /// Upstream's `commandTimeOut`.
+/// Upstream's: a command unhandled for a day times out.
 pub const COMMAND_TIMEOUT_SECS: i64 = 24 * 3600;
 const PAGE: usize = 100;
 const JOB: Job = Job::OrphanCommands;
 
 pub async fn run(ctx: &JobContext<'_>) -> Result<JobReport, JobError> {
     let mut report = JobReport::new(JOB);
-    let cutoff = ctx.now.saturating_sub(COMMAND_TIMEOUT_SECS);
+    let cutoff = ctx.now.saturating_sub(ctx.settings.command_timeout_secs);
     let mut cursor = String::new();
     loop {
         if ctx.deadline.expired() {

@@ -17,7 +17,7 @@ const JOB: Job = Job::PlanPreviewOutputs;
 
 pub async fn run(ctx: &JobContext<'_>) -> Result<JobReport, JobError> {
     let mut report = JobReport::new(JOB);
-    let cutoff = ctx.now.saturating_sub(OUTPUT_TTL_SECS);
+    let cutoff = ctx.now.saturating_sub(ctx.settings.output_ttl_secs);
     let mut after = marker::load(ctx.stores, JOB).await?.map(|m| m.after);
     loop {
         if ctx.deadline.expired() {

@@ -1,31 +1,17 @@
-//! From a control-plane configuration to open, warmed-up AWS stores: what a Lambda
-//! function calls once, during init, and what `wisp serve` calls for AWS store types.
+//! A DynamoDB datastore and an S3 filestore from their configuration, opened and warmed
+//! up: one cheap call on each client (DescribeTable, HeadBucket) so that the first request
+//! does not pay the TLS handshake. A missing table or bucket fails here, with a hint to
+//! run `wisp aws init`. [`init`] creates the table and the bucket (`wisp aws init`).
+//! Which stores a deployment opens is decided in one place, `wisp-app`.
 //!
-//! [`open_stores`] builds the DynamoDB datastore, the S3 filestore and the cache (Redis
-//! when `cache.type: REDIS`, else the in-process [`MemoryCache`]), and makes one cheap
-//! call on each client (DescribeTable, HeadBucket, PING) so that the first request does
-//! not pay the TLS handshake. A missing table or bucket fails here, with a hint to run
-//! `wisp aws init`; an unreachable Redis does not (the cache is optional: it reports
-//! `Unavailable` until Redis answers, and callers treat that as a miss).
-//!
-//! [`open_datastore`], [`open_filestore`] and [`open_cache`] do the same for one store,
-//! for configurations that mix embedded and AWS stores. [`init`] creates the table and
-//! the bucket (`wisp aws init`).
-//!
-//! Nothing here logs or returns a secret (the Redis AUTH token, credentials in a URL).
-
-use std::sync::Arc;
+//! Nothing here logs or returns a credential.
 
 // The SDKs share one error type (`aws_smithy_runtime_api`'s), re-exported by each.
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use wisp_config::{
-    CacheBackend, CacheConfig, Config, ConfigError, DatastoreConfig, DynamoDbConfig,
-    FilestoreConfig, RedisCacheConfig, S3Config,
+    Config, ConfigError, DatastoreConfig, DynamoDbConfig, FilestoreConfig, S3Config,
 };
 use wisp_store::error::StoreError;
-use wisp_store::memory_cache::{DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES};
-use wisp_store::{Cache, MemoryCache, Stores};
-use wisp_store_redis::{RedisCache, RedisCacheOptions};
 
 use crate::dynamodb::{self, DynamoDbDatastore};
 use crate::s3::S3Filestore;
@@ -67,62 +53,6 @@ impl OpenError {
             }
         )
     }
-}
-
-/// The opened AWS stores, as their concrete types (for request counters and the like).
-pub struct AwsStores {
-    pub datastore: DynamoDbDatastore,
-    pub filestore: S3Filestore,
-    pub cache: Arc<dyn Cache>,
-}
-
-impl std::fmt::Debug for AwsStores {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AwsStores").finish_non_exhaustive()
-    }
-}
-
-impl AwsStores {
-    /// The bundle the services take.
-    pub fn into_stores(self) -> Stores {
-        Stores::new(
-            Arc::new(self.datastore),
-            Arc::new(self.filestore),
-            self.cache,
-        )
-    }
-}
-
-/// [`open_aws`], as the [`Stores`] bundle the services take.
-pub async fn open_stores(config: &Config) -> Result<Stores, OpenError> {
-    Ok(open_aws(config).await?.into_stores())
-}
-
-/// Opens and warms up the DynamoDB datastore, the S3 filestore and the cache of
-/// `config`, concurrently. The datastore must be `DYNAMODB` and the filestore `S3`.
-pub async fn open_aws(config: &Config) -> Result<AwsStores, OpenError> {
-    config.ensure_supported()?;
-    let (DatastoreConfig::DynamoDb(ds), FilestoreConfig::S3(fs)) =
-        (&config.spec.datastore, &config.spec.filestore)
-    else {
-        return Err(OpenError::WrongTypes(format!(
-            "{}: the AWS stores need `datastore.type: DYNAMODB` and `filestore.type: S3` \
-             (found {} and {})",
-            config.source,
-            config.spec.datastore.store_type(),
-            config.spec.filestore.store_type()
-        )));
-    };
-    let (datastore, filestore, cache) = tokio::try_join!(
-        open_datastore(ds),
-        open_filestore(fs),
-        open_cache(&config.spec.cache),
-    )?;
-    Ok(AwsStores {
-        datastore,
-        filestore,
-        cache,
-    })
 }
 
 fn table_what(c: &DynamoDbConfig) -> String {
@@ -177,36 +107,6 @@ pub async fn open_filestore(c: &S3Config) -> Result<S3Filestore, OpenError> {
         )),
         Err(e) => Err(OpenError::store(bucket_what(c), e)),
     }
-}
-
-/// The cache of `c`: the in-process [`MemoryCache`], or Redis (after one PING; an
-/// unreachable Redis is logged, not an error).
-pub async fn open_cache(c: &CacheConfig) -> Result<Arc<dyn Cache>, OpenError> {
-    match &c.backend {
-        CacheBackend::Memory(_) => Ok(Arc::new(MemoryCache::new(
-            DEFAULT_MAX_ENTRIES,
-            DEFAULT_MAX_BYTES,
-        ))),
-        CacheBackend::Redis(redis) => Ok(Arc::new(open_redis(redis).await?)),
-    }
-}
-
-/// The Redis cache of `c`, connected (or trying to) in the background.
-pub async fn open_redis(c: &RedisCacheConfig) -> Result<RedisCache, OpenError> {
-    RedisCache::connect_with(redis_options(c)?)
-        .await
-        .map_err(|e| OpenError::store(format!("Redis cache {}", c.display_address()), e))
-}
-
-/// The connection options `c` describes (the AUTH token read from its file if need be).
-pub fn redis_options(c: &RedisCacheConfig) -> Result<RedisCacheOptions, OpenError> {
-    let mut options = RedisCacheOptions::new(c.url());
-    options.auth_token = c.load_auth_token()?.map(|token| token.expose().to_owned());
-    options.username = c.username.clone().filter(|u| !u.is_empty());
-    if let Some(timeout) = c.timeout() {
-        options.timeout = timeout;
-    }
-    Ok(options)
 }
 
 async fn table_exists(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<bool, StoreError> {
@@ -278,8 +178,6 @@ pub enum InitStep {
         endpoint: Option<String>,
         created: bool,
     },
-    /// The Redis cache answered PING, or not (it is optional: not an error).
-    Redis { address: String, reachable: bool },
 }
 
 impl std::fmt::Display for InitStep {
@@ -319,22 +217,12 @@ impl std::fmt::Display for InitStep {
                     "already exists"
                 }
             ),
-            InitStep::Redis { address, reachable } => write!(
-                f,
-                "Redis cache {address}: {}",
-                if *reachable {
-                    "reachable"
-                } else {
-                    "not reachable (the cache is optional; Wisp runs without it)"
-                }
-            ),
         }
     }
 }
 
 /// Creates what the AWS stores of `config` need and are missing: the DynamoDB table
-/// (`DYNAMODB` datastore) and the S3 bucket (`S3` filestore); checks that a Redis cache
-/// answers. Idempotent. Fails with [`OpenError::WrongTypes`] when the configuration names
+/// (`DYNAMODB` datastore) and the S3 bucket (`S3` filestore). Idempotent. Fails with [`OpenError::WrongTypes`] when the configuration names
 /// no AWS store at all.
 pub async fn init(config: &Config) -> Result<Vec<InitStep>, OpenError> {
     config.ensure_supported()?;
@@ -380,74 +268,26 @@ pub async fn init(config: &Config) -> Result<Vec<InitStep>, OpenError> {
             config.spec.filestore.store_type()
         )));
     }
-    if let Some(redis) = config.spec.cache.redis() {
-        let cache = RedisCache::new_lazy(redis_options(redis)?)
-            .map_err(|e| OpenError::store(format!("Redis cache {}", redis.display_address()), e))?;
-        steps.push(InitStep::Redis {
-            address: redis.display_address(),
-            reachable: cache.ping().await.is_ok(),
-        });
-    }
     Ok(steps)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    fn config(spec: &str) -> Config {
-        Config::from_yaml_str(
-            &format!("apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n{spec}"),
-            "test.yaml",
-        )
-        .expect("config")
-    }
-
     #[tokio::test]
-    async fn open_needs_the_aws_types() {
+    async fn init_needs_an_aws_store() {
         let embedded = Config::default_embedded("/tmp/unused");
-        let err = open_stores(&embedded).await.expect_err("refused");
-        assert!(matches!(err, OpenError::WrongTypes(_)), "{err:?}");
-        assert!(err.to_string().contains("DYNAMODB"), "{err}");
-
-        let upstream = config("  datastore: {type: MYSQL, config: {url: x}}\n");
-        let err = open_stores(&upstream).await.expect_err("refused");
-        assert!(matches!(err, OpenError::Config(_)), "{err:?}");
-
         let err = init(&embedded).await.expect_err("nothing to create");
         assert!(err.to_string().contains("nothing to create"), "{err}");
         assert!(!err.is_transient());
-    }
 
-    #[tokio::test]
-    async fn memory_cache_by_default() {
-        let cache = open_cache(&CacheConfig::default()).await.expect("cache");
-        cache.put("k", b"v".to_vec(), None).await.expect("put");
-        assert_eq!(
-            cache.get("k").await.expect("get").as_deref(),
-            Some(&b"v"[..])
-        );
-    }
-
-    #[test]
-    fn redis_options_from_config() {
-        let dir = std::env::temp_dir().join(format!("wisp-open-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let token = dir.join("token");
-        std::fs::write(&token, "s3cret\n").expect("write");
-        let c = config(&format!(
-            "  cache:\n    type: REDIS\n    config:\n      address: cache.example:6379\n      tls: true\n      username: wisp\n      authTokenFile: {}\n      timeout: 100ms\n",
-            token.display()
-        ));
-        let redis = c.spec.cache.redis().expect("redis");
-        let options = redis_options(redis).expect("options");
-        assert_eq!(options.url, "rediss://cache.example:6379");
-        assert_eq!(options.auth_token.as_deref(), Some("s3cret"));
-        assert_eq!(options.username.as_deref(), Some("wisp"));
-        assert_eq!(options.timeout, Duration::from_millis(100));
-        assert!(!format!("{options:?}").contains("s3cret"));
-        let _ = std::fs::remove_dir_all(&dir);
+        let upstream = Config::from_yaml_str(
+            "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n  datastore: {type: MYSQL, config: {url: x}}\n",
+            "test.yaml",
+        )
+        .expect("config");
+        let err = init(&upstream).await.expect_err("refused");
+        assert!(matches!(err, OpenError::Config(_)), "{err:?}");
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! Secret values never appear in errors, logs or `Debug` output; errors name the secret.
 
-use aws_sdk_secretsmanager::Client;
+pub use aws_sdk_secretsmanager::Client;
 use aws_sdk_secretsmanager::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use wisp_config::{Config, ConfigError, EncryptionKey};
 

@@ -693,6 +693,7 @@ impl Wisp {
             dir,
             aws: Some(backend),
             lambda: Some(front),
+            jobs_config: None,
         })
     }
 

@@ -82,8 +82,21 @@ impl Server {
         Self::start_with(data_dir, &[], &[])
     }
 
-    /// [`Server::start`] with more arguments (e.g. `--config FILE`) and environment.
+    /// [`Server::start`] with more arguments (e.g. `--config FILE`) and environment. The
+    /// scheduled jobs are off, so that no test sees a job change what it checks; the
+    /// jobs' own tests use [`Server::start_with_jobs`].
     pub fn start_with(data_dir: &Path, args: &[OsString], env: &[(OsString, OsString)]) -> Server {
+        let mut args = args.to_vec();
+        args.push("--no-jobs".into());
+        Self::start_with_jobs(data_dir, &args, env)
+    }
+
+    /// [`Server::start_with`], the scheduled jobs on.
+    pub fn start_with_jobs(
+        data_dir: &Path,
+        args: &[OsString],
+        env: &[(OsString, OsString)],
+    ) -> Server {
         let log = data_dir.join("serve.log");
         let stderr = OpenOptions::new()
             .create(true)
@@ -187,6 +200,8 @@ pub struct Wisp {
     aws: Option<aws::AwsBackend>,
     /// The Lambda functions behind an ALB emulator, in place of `wisp serve`.
     lambda: Option<lambda::LambdaFront>,
+    /// A config file for the embedded stores (`--config`), and the scheduled jobs on.
+    jobs_config: Option<PathBuf>,
 }
 
 /// A registered piped and the plaintext key the CLI printed for it.
@@ -222,15 +237,49 @@ impl Wisp {
             dir,
             aws,
             lambda: None,
+            jobs_config: None,
+        };
+        wisp.server = Some(wisp.start_server());
+        wisp
+    }
+
+    /// `wisp serve` on embedded stores with the scheduled jobs on, configured by a config
+    /// file whose `spec` holds `spec_yaml` (indented two spaces) beside the `LOCAL` stores
+    /// and project `quickstart` (static admin hello-pipecd / hello-pipecd, as on the
+    /// defaults).
+    pub fn start_with_jobs(spec_yaml: &str) -> Wisp {
+        let dir = tempfile::tempdir().expect("create a data dir");
+        let config = dir.path().join("wisp.yaml");
+        // The lowest bcrypt cost: this hash is checked at each console login of the test.
+        let hash = wisp_auth::keys::hash_secret_with_cost("hello-pipecd", 4).expect("hash");
+        std::fs::write(
+            &config,
+            format!(
+                "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n  datastore:\n    type: LOCAL\n  filestore:\n    type: LOCAL\n  projects:\n    - id: {QUICKSTART}\n      staticAdmin:\n        username: hello-pipecd\n        passwordHash: \"{hash}\"\n{spec_yaml}"
+            ),
+        )
+        .expect("write the config");
+        let mut wisp = Wisp {
+            server: None,
+            bridge: std::sync::OnceLock::new(),
+            dir,
+            aws: None,
+            lambda: None,
+            jobs_config: Some(config),
         };
         wisp.server = Some(wisp.start_server());
         wisp
     }
 
     fn start_server(&self) -> Server {
-        match &self.aws {
-            None => Server::start(self.dir.path()),
-            Some(aws) => Server::start_with(self.dir.path(), &aws.serve_args(), &aws.env()),
+        match (&self.aws, &self.jobs_config) {
+            (Some(aws), _) => Server::start_with(self.dir.path(), &aws.serve_args(), &aws.env()),
+            (None, Some(config)) => Server::start_with_jobs(
+                self.dir.path(),
+                &["--config".into(), config.clone().into()],
+                &[],
+            ),
+            (None, None) => Server::start(self.dir.path()),
         }
     }
 
@@ -297,9 +346,15 @@ impl Wisp {
 
     /// Runs an admin command against this data directory (and config, on AWS backends).
     pub fn cli(&self, args: &[&str]) -> CliOutput {
-        match &self.aws {
-            None => run_cli(self.data_dir(), args),
-            Some(aws) => run_cli_with(self.data_dir(), args, &aws.store_args(), &aws.env()),
+        match (&self.aws, &self.jobs_config) {
+            (Some(aws), _) => run_cli_with(self.data_dir(), args, &aws.store_args(), &aws.env()),
+            (None, Some(config)) => run_cli_with(
+                self.data_dir(),
+                args,
+                &["--config".into(), config.clone().into()],
+                &[],
+            ),
+            (None, None) => run_cli(self.data_dir(), args),
         }
     }
 

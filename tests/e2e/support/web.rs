@@ -100,6 +100,7 @@ impl Wisp {
             dir,
             aws: None,
             lambda: None,
+            jobs_config: None,
         }
     }
 }

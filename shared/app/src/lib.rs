@@ -1,0 +1,24 @@
+//! The composition root: the one place that turns sources (flags, environment) into a
+//! running control plane.
+//!
+//! - [`sources`]: where the configuration and the encryption key come from
+//!   ([`ConfigSource`], [`KeySource`]), and the one loader.
+//! - [`stores`]: the one store opener (embedded or DynamoDB, local or S3, memory or
+//!   Redis) and `wisp aws init`.
+//! - [`App`]: the opened parts and the one builder of each service (PipedService,
+//!   APIService, WebService, the console, the jobs' settings).
+//!
+//! Features pick what a build includes, so that a Lambda function links only its own
+//! service and the AWS stores: `embedded`, `aws`, `piped`, `api`, `web`, `console`,
+//! `jobs`.
+
+mod app;
+pub mod error;
+pub mod sources;
+pub mod stores;
+
+#[cfg(feature = "console")]
+pub use app::ConsoleOptions;
+pub use app::{App, QUICKSTART_PASSWORD, QUICKSTART_PROJECT, QUICKSTART_USER};
+pub use error::AppError;
+pub use sources::{ConfigSource, KeySource, Sources};

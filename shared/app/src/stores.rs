@@ -1,0 +1,262 @@
+//! The one store opener: embedded (SQLite) or DynamoDB, a local directory or S3, the
+//! in-process cache or Redis, in any mix the configuration names and the build includes
+//! (features `embedded` and `aws`). The AWS stores are warmed up here (DescribeTable,
+//! HeadBucket, PING) so that the first request does not pay the TLS handshake; a missing
+//! table or bucket fails with a hint to run `wisp aws init`; an unreachable Redis does
+//! not (the cache is optional: it reports `Unavailable` until Redis answers, and callers
+//! treat that as a miss).
+//!
+//! Nothing here logs or returns a secret (the Redis AUTH token, credentials in a URL).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use wisp_config::{CacheBackend, CacheConfig, Config, DatastoreConfig, FilestoreConfig};
+use wisp_store::memory_cache::{DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES};
+use wisp_store::{Cache, Datastore, Filestore, MemoryCache, Stores};
+
+use crate::error::AppError;
+
+/// Opens the stores `config` names, concurrently. `LOCAL` stores without a path live in
+/// `data_dir`.
+pub async fn open(config: &Config, data_dir: &Path) -> Result<Stores, AppError> {
+    config.ensure_supported()?;
+    let (datastore, filestore, cache) = tokio::try_join!(
+        open_datastore(&config.spec.datastore, data_dir),
+        open_filestore(&config.spec.filestore, data_dir),
+        open_cache(&config.spec.cache),
+    )?;
+    Ok(Stores::new(datastore, filestore, cache))
+}
+
+fn not_in_this_build(kind: &str, store_type: &str, feature: &str) -> AppError {
+    AppError::Unsupported(format!(
+        "{kind} type {store_type} is not in this build (feature `{feature}` of wisp-app)"
+    ))
+}
+
+async fn open_datastore(
+    config: &DatastoreConfig,
+    data_dir: &Path,
+) -> Result<Arc<dyn Datastore>, AppError> {
+    let _ = data_dir;
+    match config {
+        #[cfg(feature = "embedded")]
+        DatastoreConfig::Local(c) => {
+            let path = c.path_or_default(data_dir);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| AppError::Io {
+                    path: parent.to_path_buf(),
+                    source,
+                })?;
+            }
+            let datastore = wisp_store_embedded::SqliteDatastore::open(&path)
+                .map_err(|e| AppError::store(format!("the database {}", path.display()), e))?;
+            Ok(Arc::new(datastore))
+        }
+        #[cfg(feature = "aws")]
+        DatastoreConfig::DynamoDb(c) => {
+            Ok(Arc::new(wisp_store_aws::open::open_datastore(c).await?))
+        }
+        other => Err(not_in_this_build(
+            "datastore",
+            other.store_type().as_str(),
+            feature_of(other.store_type().as_str()),
+        )),
+    }
+}
+
+async fn open_filestore(
+    config: &FilestoreConfig,
+    data_dir: &Path,
+) -> Result<Arc<dyn Filestore>, AppError> {
+    let _ = data_dir;
+    match config {
+        #[cfg(feature = "embedded")]
+        FilestoreConfig::Local(c) => {
+            let dir = c.dir_or_default(data_dir);
+            let filestore = wisp_store_embedded::LocalFilestore::open(&dir)
+                .map_err(|e| AppError::store(format!("the filestore {}", dir.display()), e))?;
+            Ok(Arc::new(filestore))
+        }
+        #[cfg(feature = "aws")]
+        FilestoreConfig::S3(c) => Ok(Arc::new(wisp_store_aws::open::open_filestore(c).await?)),
+        other => Err(not_in_this_build(
+            "filestore",
+            other.store_type().as_str(),
+            feature_of(other.store_type().as_str()),
+        )),
+    }
+}
+
+fn feature_of(store_type: &str) -> &'static str {
+    match store_type {
+        "LOCAL" => "embedded",
+        _ => "aws",
+    }
+}
+
+/// The cache of `c`: the in-process [`MemoryCache`], or Redis (after one PING; an
+/// unreachable Redis is logged, not an error).
+pub async fn open_cache(c: &CacheConfig) -> Result<Arc<dyn Cache>, AppError> {
+    match &c.backend {
+        CacheBackend::Memory(_) => Ok(Arc::new(MemoryCache::new(
+            DEFAULT_MAX_ENTRIES,
+            DEFAULT_MAX_BYTES,
+        ))),
+        #[cfg(feature = "aws")]
+        CacheBackend::Redis(redis) => Ok(Arc::new(redis::open(redis).await?)),
+        #[cfg(not(feature = "aws"))]
+        CacheBackend::Redis(_) => Err(AppError::Unsupported(
+            "cache type REDIS is not in this build (feature `aws` of wisp-app)".into(),
+        )),
+    }
+}
+
+#[cfg(feature = "aws")]
+pub mod redis {
+    //! The Redis cache a configuration names.
+
+    use wisp_config::RedisCacheConfig;
+    use wisp_store_redis::{RedisCache, RedisCacheOptions};
+
+    use crate::error::AppError;
+
+    /// The Redis cache of `c`, connected (or trying to) in the background.
+    pub async fn open(c: &RedisCacheConfig) -> Result<RedisCache, AppError> {
+        RedisCache::connect_with(options(c)?)
+            .await
+            .map_err(|e| AppError::store(format!("Redis cache {}", c.display_address()), e))
+    }
+
+    /// Whether the Redis cache of `c` answers PING now.
+    pub async fn reachable(c: &RedisCacheConfig) -> Result<bool, AppError> {
+        let cache = RedisCache::new_lazy(options(c)?)
+            .map_err(|e| AppError::store(format!("Redis cache {}", c.display_address()), e))?;
+        Ok(cache.ping().await.is_ok())
+    }
+
+    /// The connection options `c` describes (the AUTH token read from its file if need
+    /// be).
+    pub fn options(c: &RedisCacheConfig) -> Result<RedisCacheOptions, AppError> {
+        let mut options = RedisCacheOptions::new(c.url());
+        options.auth_token = c.load_auth_token()?.map(|token| token.expose().to_owned());
+        options.username = c.username.clone().filter(|u| !u.is_empty());
+        if let Some(timeout) = c.timeout() {
+            options.timeout = timeout;
+        }
+        Ok(options)
+    }
+}
+
+/// One thing [`init_aws`] did.
+#[cfg(feature = "aws")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitStep {
+    /// The DynamoDB table or the S3 bucket.
+    Aws(wisp_store_aws::open::InitStep),
+    /// The Redis cache answered PING, or not (it is optional: not an error).
+    Redis { address: String, reachable: bool },
+}
+
+#[cfg(feature = "aws")]
+impl std::fmt::Display for InitStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InitStep::Aws(step) => step.fmt(f),
+            InitStep::Redis { address, reachable } => write!(
+                f,
+                "Redis cache {address}: {}",
+                if *reachable {
+                    "reachable"
+                } else {
+                    "not reachable (the cache is optional; Wisp runs without it)"
+                }
+            ),
+        }
+    }
+}
+
+/// `wisp aws init`: creates the DynamoDB table and the S3 bucket `config` names unless
+/// they exist, and checks that a Redis cache answers. Idempotent.
+#[cfg(feature = "aws")]
+pub async fn init_aws(config: &Config) -> Result<Vec<InitStep>, AppError> {
+    let mut steps: Vec<InitStep> = wisp_store_aws::open::init(config)
+        .await?
+        .into_iter()
+        .map(InitStep::Aws)
+        .collect();
+    if let Some(c) = config.spec.cache.redis() {
+        steps.push(InitStep::Redis {
+            address: c.display_address(),
+            reachable: redis::reachable(c).await?,
+        });
+    }
+    Ok(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_cache_by_default() {
+        let cache = open_cache(&CacheConfig::default()).await.unwrap();
+        cache.put("k", b"v".to_vec(), None).await.unwrap();
+        assert_eq!(cache.get("k").await.unwrap().as_deref(), Some(&b"v"[..]));
+    }
+
+    #[cfg(feature = "embedded")]
+    #[tokio::test]
+    async fn embedded_defaults_open_in_the_data_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::default_embedded(dir.path());
+        let stores = open(&config, dir.path()).await.unwrap();
+        stores
+            .filestore
+            .put("probe.txt", b"x".to_vec(), wisp_store::PutCondition::Any)
+            .await
+            .unwrap();
+        assert!(
+            dir.path().join(wisp_config::DEFAULT_DB_FILE_NAME).is_file(),
+            "the database lives in the data dir"
+        );
+        assert_eq!(
+            stores.filestore.get("probe.txt").await.unwrap().data,
+            b"x".to_vec()
+        );
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn redis_options_from_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "s3cret\n").unwrap();
+        let c = Config::from_yaml_str(
+            &format!(
+                "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n  cache:\n    type: REDIS\n    config:\n      address: cache.example:6379\n      tls: true\n      username: wisp\n      authTokenFile: {}\n      timeout: 100ms\n",
+                token.display()
+            ),
+            "test.yaml",
+        )
+        .unwrap();
+        let options = redis::options(c.spec.cache.redis().unwrap()).unwrap();
+        assert_eq!(options.url, "rediss://cache.example:6379");
+        assert_eq!(options.auth_token.as_deref(), Some("s3cret"));
+        assert_eq!(options.username.as_deref(), Some("wisp"));
+        assert_eq!(options.timeout, std::time::Duration::from_millis(100));
+        assert!(!format!("{options:?}").contains("s3cret"));
+    }
+
+    #[cfg(feature = "aws")]
+    #[tokio::test]
+    async fn aws_init_needs_an_aws_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = init_aws(&Config::default_embedded(dir.path()))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("nothing to create"), "{err}");
+        assert!(err.is_operator_error());
+    }
+}

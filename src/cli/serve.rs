@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// under a name other than localhost.
     #[arg(long, env = "WISP_INSECURE_COOKIE")]
     pub insecure_cookie: bool,
+    /// Serve on a non-loopback address even though a project's static admin still has
+    /// the default password `hello-pipecd` (refused otherwise).
+    #[arg(long, env = "WISP_ALLOW_DEFAULT_PASSWORD")]
+    pub allow_default_password: bool,
     /// Do not run the scheduled jobs here (for instances beside one that runs them; see
     /// `wisp jobs list` for what they are and how often they run).
     #[arg(long, env = "WISP_NO_JOBS")]
@@ -71,6 +75,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         )));
     }
     let app = App::open(&args.stores.sources(key)).await?;
+    check_default_passwords(&app, args.addr, args.allow_default_password).await?;
     let web_api = app.web_api();
     let console = app.console(
         web_api.clone(),
@@ -148,6 +153,75 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         let _ = jobs.await;
     }
     tracing::info!("wisp serve stopped");
+    Ok(())
+}
+
+/// A control plane reachable from other machines must not keep upstream's well-known
+/// quickstart password: refused unless `--allow-default-password`, then warned about.
+async fn check_default_passwords(
+    app: &App,
+    addr: SocketAddr,
+    allowed: bool,
+) -> Result<(), CliError> {
+    if addr.ip().is_loopback() {
+        return Ok(());
+    }
+    let mut candidates: Vec<(String, String, String)> = app
+        .config_projects()
+        .values()
+        .map(|p| {
+            (
+                p.id.clone(),
+                p.static_admin.username.clone(),
+                p.static_admin.password_hash.expose().to_string(),
+            )
+        })
+        .collect();
+    match app
+        .stores
+        .projects
+        .get_any(wisp_app::QUICKSTART_PROJECT)
+        .await
+    {
+        Ok(p) if !p.static_admin_disabled => {
+            if let Some(admin) = p.static_admin {
+                candidates.push((p.id, admin.username, admin.password_hash));
+            }
+        }
+        Ok(_) | Err(wisp_store::StoreError::NotFound(_)) => {}
+        Err(e) => {
+            return Err(CliError::Failure(anyhow::anyhow!(
+                "read the quickstart project: {e}"
+            )));
+        }
+    }
+    // bcrypt: off the async threads.
+    let weak = tokio::task::spawn_blocking(move || {
+        candidates
+            .into_iter()
+            .filter(|(_, _, hash)| wisp_auth::verify_secret(wisp_app::QUICKSTART_PASSWORD, hash))
+            .map(|(id, username, _)| format!("{id} (user {username})"))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .context("check the static admins' passwords")?;
+    if weak.is_empty() {
+        return Ok(());
+    }
+    let message = format!(
+        "--addr {addr} is reachable from other machines, and the static admin of project {} \
+         still has the default password {:?}; set a new one with `wisp project reset-password \
+         ID` (or disable it with `wisp project update ID --static-admin-disabled true`)",
+        weak.join(", "),
+        wisp_app::QUICKSTART_PASSWORD
+    );
+    if !allowed {
+        return Err(CliError::Usage(format!(
+            "{message}, or pass --allow-default-password to serve anyway"
+        )));
+    }
+    eprintln!("WARNING: {message}");
+    tracing::warn!(addr = %addr, projects = %weak.join(", "), "serving with the default static admin password");
     Ok(())
 }
 

@@ -47,6 +47,18 @@ fn app_add_args<'a>(project: &'a str, piped: &'a str, name: &'a str) -> Vec<&'a 
     ]
 }
 
+/// `wisp project list --json` of a fresh data directory.
+fn quickstart_listed() -> serde_json::Value {
+    serde_json::json!([{
+        "id": QUICKSTART,
+        "desc": "Quickstart project",
+        "source": "datastore",
+        "staticAdmin": "hello-pipecd",
+        "staticAdminDisabled": false,
+        "allowStrayAsViewer": false,
+    }])
+}
+
 #[test]
 fn admin_commands_on_a_fresh_data_dir_see_the_quickstart_project() {
     // As `wisp serve` does: on the built-in defaults the quickstart project exists from
@@ -56,7 +68,7 @@ fn admin_commands_on_a_fresh_data_dir_see_the_quickstart_project() {
     assert_eq!(before.code, 0, "{before:?}");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&before.stdout).expect("JSON"),
-        serde_json::json!([{"id": QUICKSTART, "desc": "Quickstart project", "source": "datastore"}]),
+        quickstart_listed(),
         "quickstart exists before any serve"
     );
     let added = run_cli(
@@ -71,7 +83,7 @@ fn admin_commands_on_a_fresh_data_dir_see_the_quickstart_project() {
     let listed = run_cli(dir.path(), &["project", "list", "--json"]);
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&listed.stdout).expect("JSON"),
-        serde_json::json!([{"id": QUICKSTART, "desc": "Quickstart project", "source": "datastore"}])
+        quickstart_listed()
     );
     let pipeds = run_cli(
         dir.path(),
@@ -549,4 +561,110 @@ async fn application_rules_are_one_through_cli_api_and_console() {
         "",
         "no remote known yet"
     );
+}
+
+/// `wisp project update` and `reset-password` act on datastore projects, `list` shows
+/// the flags, the new password logs in and the old one does not; the config file's
+/// projects are refused with where to change them.
+#[tokio::test]
+async fn project_update_and_reset_password() {
+    let wisp = Wisp::start();
+    let updated = wisp.cli_json(&[
+        "project",
+        "update",
+        QUICKSTART,
+        "--desc",
+        "Team sandbox",
+        "--allow-stray-as-viewer",
+        "true",
+    ]);
+    assert_eq!(updated["desc"], "Team sandbox", "{updated}");
+    assert_eq!(updated["allowStrayAsViewer"], true, "{updated}");
+    assert_eq!(updated["staticAdminDisabled"], false, "{updated}");
+    let text = wisp.cli_ok(&["project", "list"]);
+    assert!(
+        text.lines().any(|l| l
+            == "quickstart\tdatastore\tTeam sandbox\tadmin=hello-pipecd,allow-stray-as-viewer"),
+        "{text:?}"
+    );
+    assert_usage_error(
+        &wisp.cli(&["project", "update", QUICKSTART]),
+        "nothing to change",
+    );
+    assert_usage_error(
+        &wisp.cli(&["project", "update", "nosuch", "--desc", "x"]),
+        "nosuch",
+    );
+
+    // A new password: the default one stops working, the new one logs in.
+    let reset = wisp.cli_json(&["project", "reset-password", QUICKSTART]);
+    let password = reset["password"].as_str().expect("password").to_string();
+    assert_eq!(reset["username"], "hello-pipecd", "{reset}");
+    assert!(password.len() >= 8 && password != "hello-pipecd");
+    let old = wisp
+        .login_static(QUICKSTART, "hello-pipecd", "hello-pipecd")
+        .await;
+    assert!(support::web::set_cookie(&old, "token").is_none(), "{old:?}");
+    let new = wisp
+        .login_static(QUICKSTART, "hello-pipecd", &password)
+        .await;
+    assert!(support::web::set_cookie(&new, "token").is_some(), "{new:?}");
+
+    // Disabled static admin: the login is refused.
+    wisp.cli_json(&[
+        "project",
+        "update",
+        QUICKSTART,
+        "--static-admin-disabled",
+        "true",
+    ]);
+    let refused = wisp
+        .login_static(QUICKSTART, "hello-pipecd", &password)
+        .await;
+    assert!(
+        support::web::set_cookie(&refused, "token").is_none(),
+        "{refused:?}"
+    );
+}
+
+/// On an address other machines can reach, `wisp serve` refuses to start while the
+/// quickstart admin has the well-known password, unless told explicitly; on loopback it
+/// starts as before.
+#[test]
+fn serve_beyond_loopback_refuses_the_default_password() {
+    let dir = empty_data_dir();
+    let out = run_cli(dir.path(), &["serve", "--addr", "0.0.0.0:0", "--no-jobs"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    let error = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("an error line: {out:?}"));
+    assert!(
+        error.contains("default password") && error.contains("reset-password"),
+        "{out:?}"
+    );
+
+    // Told explicitly: it starts, with a warning.
+    let server = Server::start_with(
+        dir.path(),
+        &[
+            "--addr".into(),
+            "0.0.0.0:0".into(),
+            "--allow-default-password".into(),
+        ],
+        &[],
+    );
+    assert!(
+        server.log_text().contains("default password"),
+        "{}",
+        server.log_text()
+    );
+    drop(server);
+
+    // With a new password, no flag is needed.
+    let reset = run_cli(dir.path(), &["project", "reset-password", QUICKSTART]);
+    assert_eq!(reset.code, 0, "{reset:?}");
+    let server = Server::start_with(dir.path(), &["--addr".into(), "0.0.0.0:0".into()], &[]);
+    drop(server);
 }

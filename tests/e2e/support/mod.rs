@@ -107,7 +107,11 @@ impl Server {
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--addr", "127.0.0.1:0"])
+            .args(if args.iter().any(|a| a == "--addr") {
+                &[][..]
+            } else {
+                &["--addr", "127.0.0.1:0"][..]
+            })
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())

@@ -1,12 +1,14 @@
-//! Projects kept in the datastore: create one with its static admin, and set the static
-//! admin's name and password. (Projects defined in the config file are read-only.)
+//! Projects kept in the datastore: create one with its static admin, set the static
+//! admin's name and password, turn its login off or on, and change the description and
+//! flags. (Projects defined in the config file are read-only.) The CLI and WebService
+//! both go through these.
 
 use wisp_proto::model;
 use wisp_store::StoreError;
 use wisp_store::collection::Collection;
 
 use crate::error::ServiceError;
-use crate::support::hash_secret;
+use crate::support::{hash_secret, update_checked};
 
 /// Shortest static admin password accepted.
 pub const MIN_PASSWORD_LEN: usize = 8;
@@ -86,6 +88,83 @@ pub async fn create_project(
         }
         other => ServiceError::store(other, &format!("create project {id}")),
     })
+}
+
+/// What to change in a project; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectSettings {
+    pub desc: Option<String>,
+    pub allow_stray_as_viewer: Option<bool>,
+    pub static_admin_disabled: Option<bool>,
+}
+
+/// Changes a datastore project's description and flags; NotFound when there is none.
+pub async fn update_settings(
+    projects: &Collection<model::Project>,
+    id: &str,
+    settings: ProjectSettings,
+) -> Result<model::Project, ServiceError> {
+    change(projects, id, |p| {
+        if let Some(desc) = &settings.desc {
+            p.desc = desc.clone();
+        }
+        if let Some(allow) = settings.allow_stray_as_viewer {
+            p.allow_stray_as_viewer = allow;
+        }
+        if let Some(disabled) = settings.static_admin_disabled {
+            p.static_admin_disabled = disabled;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Sets the static admin's password, and its username when one is given (else the
+/// current one is kept).
+pub async fn set_static_admin(
+    projects: &Collection<model::Project>,
+    id: &str,
+    username: Option<&str>,
+    password: &str,
+) -> Result<model::Project, ServiceError> {
+    let current = projects
+        .get(id, id)
+        .await
+        .map_err(|e| not_found_or_store(e, id, "read"))?;
+    let username = match username {
+        Some(name) => name.to_string(),
+        None => current.static_admin.map(|a| a.username).unwrap_or_default(),
+    };
+    let admin = static_admin(&username, password).await?;
+    change(projects, id, |p| {
+        p.static_admin = Some(admin.clone());
+        Ok(())
+    })
+    .await
+}
+
+/// One optimistic read-modify-write of project `id`.
+pub(crate) async fn change<F>(
+    projects: &Collection<model::Project>,
+    id: &str,
+    mutate: F,
+) -> Result<model::Project, ServiceError>
+where
+    F: FnMut(&mut model::Project) -> Result<(), ServiceError> + Send,
+{
+    update_checked(projects, id, id, &format!("update project {id}"), mutate)
+        .await
+        .map_err(|e| match e {
+            ServiceError::NotFound(_) => ServiceError::NotFound(format!("project {id} not found")),
+            other => other,
+        })
+}
+
+fn not_found_or_store(err: StoreError, id: &str, what: &str) -> ServiceError {
+    match err {
+        StoreError::NotFound(_) => ServiceError::NotFound(format!("project {id} not found")),
+        other => ServiceError::store(other, &format!("{what} project {id}")),
+    }
 }
 
 #[cfg(test)]

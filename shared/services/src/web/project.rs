@@ -6,7 +6,6 @@ use wisp_proto::model;
 
 use super::rbac::is_builtin_role;
 use super::{Authorized, WebApi, required, seal};
-use crate::support::update_checked;
 
 use crate::error::ServiceError;
 use crate::ops::REDACTED;
@@ -51,11 +50,12 @@ impl WebApi {
     ) -> Result<UpdateProjectStaticAdminResponse, ServiceError> {
         self.check_project_writable(caller)?;
         required("username", &req.username)?;
-        let admin = crate::ops::projects::static_admin(&req.username, &req.password).await?;
-        self.change_project(caller, |p| {
-            p.static_admin = Some(admin.clone());
-            Ok(())
-        })
+        crate::ops::projects::set_static_admin(
+            &self.stores.projects,
+            caller.project_id(),
+            Some(&req.username),
+            &req.password,
+        )
         .await?;
         Ok(UpdateProjectStaticAdminResponse {})
     }
@@ -66,11 +66,7 @@ impl WebApi {
         _req: EnableStaticAdminRequest,
     ) -> Result<EnableStaticAdminResponse, ServiceError> {
         self.check_project_writable(caller)?;
-        self.change_project(caller, |p| {
-            p.static_admin_disabled = false;
-            Ok(())
-        })
-        .await?;
+        self.set_static_admin_disabled(caller, false).await?;
         Ok(EnableStaticAdminResponse {})
     }
 
@@ -80,11 +76,7 @@ impl WebApi {
         _req: DisableStaticAdminRequest,
     ) -> Result<DisableStaticAdminResponse, ServiceError> {
         self.check_project_writable(caller)?;
-        self.change_project(caller, |p| {
-            p.static_admin_disabled = true;
-            Ok(())
-        })
-        .await?;
+        self.set_static_admin_disabled(caller, true).await?;
         Ok(DisableStaticAdminResponse {})
     }
 
@@ -328,6 +320,22 @@ impl WebApi {
     }
 
     /// Read-modify-write of the caller's (stored) project.
+    async fn set_static_admin_disabled(
+        &self,
+        caller: &Authorized,
+        disabled: bool,
+    ) -> Result<model::Project, ServiceError> {
+        crate::ops::projects::update_settings(
+            &self.stores.projects,
+            caller.project_id(),
+            crate::ops::projects::ProjectSettings {
+                static_admin_disabled: Some(disabled),
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
     async fn change_project<F>(
         &self,
         caller: &Authorized,
@@ -336,14 +344,6 @@ impl WebApi {
     where
         F: FnMut(&mut model::Project) -> Result<(), ServiceError> + Send,
     {
-        let id = caller.project_id().to_string();
-        update_checked(
-            &self.stores.projects,
-            &id,
-            &id,
-            &format!("update project {id}"),
-            mutate,
-        )
-        .await
+        crate::ops::projects::change(&self.stores.projects, caller.project_id(), mutate).await
     }
 }

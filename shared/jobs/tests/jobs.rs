@@ -4,10 +4,8 @@
 // Tests assert by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tempfile::TempDir;
 use wisp_jobs::{Deadline, Job, JobContext, JobReport, Settings};
 use wisp_proto::model::{
     self, ApplicationKind, ChainApplicationRef, ChainBlock, ChainBlockStatus, ChainDeploymentRef,
@@ -19,24 +17,13 @@ use wisp_store::entities::{pk, slot};
 use wisp_store::insight::{InsightStore, Milestone};
 use wisp_store::pipedstat::PIPED_STATS_CACHE_KEY;
 use wisp_store::stores::Stores;
-use wisp_store_embedded::{LocalFilestore, MemoryCache, SqliteDatastore};
 
 const PROJECT: &str = "p";
 const PIPED: &str = "piped-1";
 const HOUR: i64 = 3600;
 
-struct Env {
-    _dir: TempDir,
-    stores: Stores,
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let filestore = LocalFilestore::open(dir.path().join("files")).expect("filestore");
-    let datastore = SqliteDatastore::open_in_memory().expect("datastore");
-    let cache = MemoryCache::new(1000, 1 << 20);
-    let stores = Stores::new(Arc::new(datastore), Arc::new(filestore), Arc::new(cache));
-    Env { _dir: dir, stores }
+fn env() -> wisp_testkit::TempStores {
+    wisp_testkit::TempStores::new()
 }
 
 async fn run(stores: &Stores, job: Job, deadline: Deadline, now: i64) -> JobReport {

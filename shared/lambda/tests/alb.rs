@@ -17,7 +17,6 @@ use lambda_http::request::LambdaRequest;
 use lambda_http::{Adapter, Body, Context, LambdaEvent};
 use prost::Message;
 use serde_json::Value;
-use tempfile::TempDir;
 use tonic::service::Routes;
 use tower::{Service, ServiceExt};
 use wisp_lambda::limits::ALB_MAX_RESPONSE_JSON;
@@ -26,7 +25,6 @@ use wisp_proto::model;
 use wisp_proto::pipedservice::{GetApplicationSharedObjectResponse, ListUnhandledCommandsResponse};
 use wisp_services::auth_source::StoreKeySource;
 use wisp_store::stores::Stores;
-use wisp_store_embedded::{LocalFilestore, MemoryCache, SqliteDatastore};
 use wisp_transport::api::ApiGrpc;
 use wisp_transport::piped::PipedGrpc;
 
@@ -43,33 +41,19 @@ fn fixture(name: &str) -> String {
 }
 
 struct Env {
-    _dir: TempDir,
+    _dir: wisp_testkit::TempStores,
     stores: Stores,
 }
 
 impl Env {
     async fn new() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let filestore = LocalFilestore::open(dir.path().join("files")).expect("filestore");
-        let datastore = SqliteDatastore::open_in_memory().expect("datastore");
-        let cache = MemoryCache::new(1000, 8 << 20);
-        let stores = Stores::new(Arc::new(datastore), Arc::new(filestore), Arc::new(cache));
-        let hash = |secret: &str| {
-            wisp_auth::keys::hash_secret_with_cost(secret, wisp_auth::keys::MIN_COST).expect("hash")
-        };
+        let dir = wisp_testkit::TempStores::new();
+        let stores = dir.stores.clone();
         stores
             .pipeds
-            .create(model::Piped {
-                id: PIPED.into(),
-                name: "fixture".into(),
-                project_id: PROJECT.into(),
-                keys: vec![model::PipedKey {
-                    hash: hash(PIPED_KEY),
-                    creator: "test".into(),
-                    created_at: 1_700_000_000,
-                }],
-                ..Default::default()
-            })
+            .create(wisp_testkit::fixtures::piped_with_key(
+                PROJECT, PIPED, PIPED_KEY,
+            ))
             .await
             .expect("create piped");
         stores
@@ -96,7 +80,11 @@ impl Env {
             .create(model::ApiKey {
                 id: API_KEY_ID.into(),
                 name: "ci".into(),
-                key_hash: hash(API_KEY),
+                key_hash: wisp_auth::keys::hash_secret_with_cost(
+                    API_KEY,
+                    wisp_auth::keys::MIN_COST,
+                )
+                .expect("hash"),
                 project_id: PROJECT.into(),
                 role: model::api_key::Role::ReadWrite as i32,
                 creator: "test".into(),

@@ -6,10 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
-use tempfile::TempDir;
 use wisp_auth::{ApiKeyCaller, PipedCaller};
 use wisp_proto::apiservice as api;
 use wisp_proto::model::{
@@ -23,7 +21,6 @@ use wisp_services::hybrid;
 use wisp_services::piped::PipedApi;
 use wisp_store::entities::{pk, slot};
 use wisp_store::stores::Stores;
-use wisp_store_embedded::{LocalFilestore, MemoryCache, SqliteDatastore};
 
 const P1: &str = "project-1";
 const P2: &str = "project-2";
@@ -33,7 +30,7 @@ const PUBLIC_PEM: &str = include_str!("testdata/piped-public.pem");
 const PRIVATE_PEM: &str = include_str!("testdata/piped-private.pem");
 
 struct Env {
-    _dir: TempDir,
+    _dir: wisp_testkit::TempStores,
     api: ApiApi,
     piped_api: PipedApi,
     stores: Stores,
@@ -156,11 +153,8 @@ fn deployment(project: &str, app_id: &str, id: &str) -> model::Deployment {
 /// piped-3 (another repo); apps app-1 (piped-1) and app-2 (piped-2).
 /// P2: piped-x and app-x.
 async fn env() -> Env {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let datastore = SqliteDatastore::open(dir.path().join("wisp.db")).expect("sqlite");
-    let filestore = LocalFilestore::open(dir.path().join("files")).expect("filestore");
-    let cache = MemoryCache::new(10_000, 64 * 1024 * 1024);
-    let stores = Stores::new(Arc::new(datastore), Arc::new(filestore), Arc::new(cache));
+    let dir = wisp_testkit::TempStores::new();
+    let stores = dir.stores.clone();
     let mut disabled = piped(P1, "piped-2");
     disabled.disabled = true;
     let mut other_repo = piped(P1, "piped-3");

@@ -5,9 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use tempfile::TempDir;
 use wisp_auth::PipedCaller;
 use wisp_proto::model::{
     self, ApplicationKind, ChainBlockStatus, CommandStatus, DeploymentStatus, EventStatus,
@@ -17,13 +15,12 @@ use wisp_proto::pipedservice::*;
 use wisp_services::ServiceError;
 use wisp_services::piped::PipedApi;
 use wisp_store::stores::Stores;
-use wisp_store_embedded::{LocalFilestore, MemoryCache, SqliteDatastore};
 
 const P1: &str = "project-1";
 const P2: &str = "project-2";
 
 struct Env {
-    _dir: TempDir,
+    _dir: wisp_testkit::TempStores,
     api: PipedApi,
     stores: Stores,
 }
@@ -162,11 +159,8 @@ fn event(
 /// Two projects: P1 with piped-1 (the caller) and piped-2, P2 with piped-x; an app each,
 /// plus a disabled app of piped-1.
 async fn env() -> Env {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let datastore = SqliteDatastore::open(dir.path().join("wisp.db")).expect("sqlite");
-    let filestore = LocalFilestore::open(dir.path().join("files")).expect("filestore");
-    let cache = MemoryCache::new(10_000, 64 * 1024 * 1024);
-    let stores = Stores::new(Arc::new(datastore), Arc::new(filestore), Arc::new(cache));
+    let dir = wisp_testkit::TempStores::new();
+    let stores = dir.stores.clone();
     for p in [
         piped(P1, "piped-1"),
         piped(P1, "piped-2"),

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tempfile::TempDir;
 use wisp_proto::model::{
     AnalysisResult, ApplicationInfo, ApplicationKind, ApplicationLiveStateSnapshot,
     ApplicationLiveStateVersion, KubernetesApplicationLiveState, KubernetesResourceState,
@@ -18,12 +17,11 @@ use wisp_proto::model::{
 };
 use wisp_store::cache::Cache;
 use wisp_store::collection::now_unix;
-use wisp_store::datastore::Datastore;
-use wisp_store::filestore::{Filestore, PutCondition};
+use wisp_store::filestore::PutCondition;
 use wisp_store::pipedstat::{PIPED_STATS_CACHE_KEY, is_online};
 use wisp_store::stagelog::{StageLog, stage_log_cache_key, stage_log_path};
 use wisp_store::{StoreError, Stores};
-use wisp_store_embedded::{LocalFilestore, MemoryCache, SqliteDatastore};
+use wisp_store_embedded::MemoryCache;
 
 /// A cache whose every call fails, as when Redis is down.
 struct FailingCache;
@@ -57,20 +55,10 @@ impl Cache for FailingCache {
     }
 }
 
-struct Env {
-    stores: Stores,
-    _dir: TempDir,
-}
+type Env = wisp_testkit::TempStores;
 
 fn env_with(cache: Arc<dyn Cache>) -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let fs: Arc<dyn Filestore> =
-        Arc::new(LocalFilestore::open(dir.path().join("files")).expect("filestore"));
-    let ds: Arc<dyn Datastore> = Arc::new(SqliteDatastore::open_in_memory().expect("datastore"));
-    Env {
-        stores: Stores::new(ds, fs, cache),
-        _dir: dir,
-    }
+    wisp_testkit::TempStores::with_cache(cache)
 }
 
 fn env() -> Env {

@@ -16,6 +16,7 @@ mod console_browser;
 mod console_sso;
 mod grpc_web;
 mod infra_routes;
+mod instances;
 mod lambda_e2e;
 mod migrate_cli;
 mod piped_service;

@@ -71,34 +71,20 @@ impl PipedApi {
             .get(&caller.project_id, app_id)
             .await
             .map_err(|e| ServiceError::store(e, &format!("get application {app_id}")))?;
-        self.owners.remember(
-            owners::APPLICATION,
-            &caller.project_id,
-            app_id,
-            &app.piped_id,
-        );
         if app.piped_id != caller.piped_id {
             return Err(app_not_owned(app_id));
         }
         Ok(app)
     }
 
-    /// Checks that the application belongs to the caller's piped, from the owner cache when
-    /// possible. A cached owner that disagrees is re-read before refusing: applications can
-    /// move between pipeds.
+    /// Checks that the application belongs to the caller's piped, reading it every time:
+    /// applications move between pipeds, and a piped that lost one must stop writing to
+    /// it at once, on every instance. (None of these calls is on the steady poll path.)
     async fn check_application(
         &self,
         caller: &PipedCaller,
         app_id: &str,
     ) -> Result<(), ServiceError> {
-        if self.owners.owned_by(
-            owners::APPLICATION,
-            &caller.project_id,
-            app_id,
-            &caller.piped_id,
-        ) {
-            return Ok(());
-        }
         self.owned_application(caller, app_id).await.map(|_| ())
     }
 

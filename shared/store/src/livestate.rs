@@ -1,5 +1,6 @@
 //! Application live state: the latest snapshot per application, JSON at
-//! `application-live-state/<appID>.json`, cached at `application-live-state:<appID>` (5 min).
+//! `application-live-state/<appID>.json`, read from the filestore every time (pipeds of any
+//! instance write it, so no per-instance copy could be trusted without a read).
 //!
 //! Kubernetes resource events (ReportApplicationLiveStateEvents) are merged into the
 //! stored snapshot and persisted to the filestore too (upstream only patches the cache,
@@ -14,25 +15,17 @@ use wisp_proto::model::{
     kubernetes_resource_state, kubernetes_resource_state_event,
 };
 
-use crate::cache::Cache;
 use crate::error::{Result, StoreError};
 use crate::filestore::{Filestore, PutCondition};
-use crate::support::{
-    CACHE_TTL, MAX_WRITE_ATTEMPTS, backoff, cache_get, cache_put, check_segment, from_json, to_json,
-};
+use crate::support::{MAX_WRITE_ATTEMPTS, backoff, check_segment, from_json, to_json};
 
 pub fn live_state_path(application_id: &str) -> String {
     format!("application-live-state/{application_id}.json")
 }
 
-pub fn live_state_cache_key(application_id: &str) -> String {
-    format!("application-live-state:{application_id}")
-}
-
 #[derive(Clone)]
 pub struct LiveStateStore {
     filestore: Arc<dyn Filestore>,
-    cache: Arc<dyn Cache>,
 }
 
 impl std::fmt::Debug for LiveStateStore {
@@ -42,8 +35,8 @@ impl std::fmt::Debug for LiveStateStore {
 }
 
 impl LiveStateStore {
-    pub fn new(filestore: Arc<dyn Filestore>, cache: Arc<dyn Cache>) -> Self {
-        LiveStateStore { filestore, cache }
+    pub fn new(filestore: Arc<dyn Filestore>) -> Self {
+        LiveStateStore { filestore }
     }
 
     /// Replaces the snapshot of `snapshot.application_id`.
@@ -53,43 +46,35 @@ impl LiveStateStore {
         let data = to_json("live state snapshot", snapshot)?;
         // A piped re-sends every application's whole state every few minutes, nearly
         // always unchanged. When only the version moved, the object is not rewritten (an
-        // S3 PUT costs twelve GETs); the cache gets the new version. Events older than
+        // S3 PUT costs twelve GETs). Events older than
         // the stored version are still skipped by `patch`, and an event between the two
         // versions can only repeat what both snapshots already hold.
-        let unchanged = match self.get(app_id).await {
+        // Compared with the stored object, not a cached copy: a copy that another
+        // instance's write made stale would skip a write that is needed.
+        let unchanged = match self.read_stored(app_id).await {
             Ok(stored) => same_state(&stored, snapshot),
             Err(_) => false,
         };
         if !unchanged {
             self.filestore
-                .put(&live_state_path(app_id), data.clone(), PutCondition::Any)
+                .put(&live_state_path(app_id), data, PutCondition::Any)
                 .await?;
         }
-        cache_put(
-            self.cache.as_ref(),
-            &live_state_cache_key(app_id),
-            data,
-            Some(CACHE_TTL),
-        )
-        .await;
         Ok(())
     }
 
-    /// `NotFound` when the application has no snapshot.
+    /// `NotFound` when the application has no snapshot. Always read from the filestore:
+    /// pipeds of other instances update snapshots, and a cached copy could only be
+    /// trusted after a request that costs as much as the read.
     pub async fn get(&self, app_id: &str) -> Result<ApplicationLiveStateSnapshot> {
         check_segment("application id", app_id)?;
-        let key = live_state_cache_key(app_id);
-        if let Some(raw) = cache_get(self.cache.as_ref(), &key).await {
-            match from_json::<ApplicationLiveStateSnapshot>("cached live state", &raw) {
-                Ok(snapshot) => return Ok(snapshot),
-                Err(e) => tracing::warn!(key, error = %e, "ignoring unreadable cache entry"),
-            }
-        }
+        self.read_stored(app_id).await
+    }
+
+    async fn read_stored(&self, app_id: &str) -> Result<ApplicationLiveStateSnapshot> {
         let path = live_state_path(app_id);
         let object = self.filestore.get(&path).await?;
-        let snapshot = from_json(&format!("live state {path}"), &object.data)?;
-        cache_put(self.cache.as_ref(), &key, object.data, Some(CACHE_TTL)).await;
-        Ok(snapshot)
+        from_json(&format!("live state {path}"), &object.data)
     }
 
     /// Applies Kubernetes resource events to `app_id`'s snapshot (all of `events`, whatever
@@ -125,11 +110,7 @@ impl LiveStateStore {
                 .put(&path, data.clone(), PutCondition::Matches(object.etag))
                 .await
             {
-                Ok(_) => {
-                    let key = live_state_cache_key(app_id);
-                    cache_put(self.cache.as_ref(), &key, data, Some(CACHE_TTL)).await;
-                    return Ok(());
-                }
+                Ok(_) => return Ok(()),
                 // NotFound: deleted meanwhile; the next read decides.
                 Err(StoreError::Conflict(_) | StoreError::NotFound(_))
                     if attempt < MAX_WRITE_ATTEMPTS =>

@@ -168,8 +168,12 @@ impl StageLogStore {
     ) -> Result<StageLog> {
         check_ids(deployment_id, stage_id)?;
         let key = stage_log_cache_key(deployment_id, stage_id, retried_count);
+        // Only a completed log is served from the cache: it can never change again. An
+        // open one is read from the filestore, since another instance (with a cache of
+        // its own) may have appended to it; checking a cached copy's etag would cost the
+        // same request as the read.
         let log = match self.cached(&key).await {
-            Some((log, _)) if !log.blocks.is_empty() => log,
+            Some((log, _)) if log.completed => log,
             _ => {
                 let path = stage_log_path(deployment_id, stage_id, retried_count);
                 let Some((log, etag)) = self.read_file(&path).await? else {

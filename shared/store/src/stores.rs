@@ -66,7 +66,7 @@ impl Stores {
             api_keys: Collection::new(datastore.clone()),
 
             stage_logs: StageLogStore::new(filestore.clone(), cache.clone()),
-            live_states: LiveStateStore::new(filestore.clone(), cache.clone()),
+            live_states: LiveStateStore::new(filestore.clone()),
             shared_objects: SharedObjectStore::new(filestore.clone()),
             analysis_results: AnalysisResultStore::new(filestore.clone()),
             command_outputs: CommandOutputStore::new(filestore.clone()),

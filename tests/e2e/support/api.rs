@@ -322,3 +322,15 @@ pub async fn registered_events_flow(s: &mut Setup) {
     .expect("event");
     assert_eq!(latest.id, event_id);
 }
+
+/// An APIService client of the server at `addr` (another instance than a [`Wisp`]'s own).
+pub async fn api_client_at(
+    addr: std::net::SocketAddr,
+    via: Via,
+    authorization: Option<&str>,
+) -> ApiClient {
+    ApiServiceClient::new(tonic::service::interceptor::InterceptedService::new(
+        super::transport(addr, via).await,
+        super::Authorization::new(authorization),
+    ))
+}

@@ -1,18 +1,17 @@
-//! Which piped owns an application or deployment, remembered per instance.
+//! Which piped owns a deployment, remembered per instance.
 //!
-//! Upstream keeps the same thing for 24 h (`appPipedCache`, `deploymentPipedCache`). It
-//! only ever answers "yes, the caller owns it": a miss, an expired entry or a different
-//! owner sends the caller back to the store, so a stale entry can at worst let a piped that
-//! just lost an application (moved to another piped) keep writing to it for [`TTL`].
+//! Safe to be stale by design: a deployment never changes piped, so a remembered owner is
+//! never wrong. (Upstream also caches application owners for 24 h; applications move
+//! between pipeds, so Wisp reads them every time.) It only ever answers "yes, the caller
+//! owns it": a miss or a different owner sends the caller back to the store.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub const APPLICATION: &str = "app";
 pub const DEPLOYMENT: &str = "dep";
 
-/// How long an owner is trusted without a read.
+/// How long an entry is kept (it never goes wrong; this only bounds memory churn).
 const TTL: Duration = Duration::from_secs(10 * 60);
 /// Bound on the entries kept; past it, expired entries go, then everything.
 const CAPACITY: usize = 20_000;
@@ -70,14 +69,11 @@ mod tests {
     #[test]
     fn answers_only_for_the_remembered_owner_and_project() {
         let cache = OwnerCache::new();
-        assert!(!cache.owned_by(APPLICATION, "p", "a", "piped-1"));
-        cache.remember(APPLICATION, "p", "a", "piped-1");
-        assert!(cache.owned_by(APPLICATION, "p", "a", "piped-1"));
-        assert!(!cache.owned_by(APPLICATION, "p", "a", "piped-2"));
-        assert!(!cache.owned_by(APPLICATION, "other", "a", "piped-1"));
-        assert!(!cache.owned_by(DEPLOYMENT, "p", "a", "piped-1"));
-        cache.remember(APPLICATION, "p", "a", "piped-2");
-        assert!(cache.owned_by(APPLICATION, "p", "a", "piped-2"));
+        assert!(!cache.owned_by(DEPLOYMENT, "p", "d", "piped-1"));
+        cache.remember(DEPLOYMENT, "p", "d", "piped-1");
+        assert!(cache.owned_by(DEPLOYMENT, "p", "d", "piped-1"));
+        assert!(!cache.owned_by(DEPLOYMENT, "p", "d", "piped-2"));
+        assert!(!cache.owned_by(DEPLOYMENT, "other", "d", "piped-1"));
     }
 
     #[test]

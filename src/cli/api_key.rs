@@ -127,7 +127,7 @@ pub async fn run(cmd: ApiKeyCommand) -> Result<(), CliError> {
         } => {
             let opened = stores.open().await?;
             require_project(&opened, &project).await?;
-            ops::api_keys::disable_api_key(&opened.stores.api_keys, &project, &id)
+            ops::api_keys::disable_api_key(&opened.stores, &project, &id)
                 .await
                 .map_err(|e| match e {
                     ServiceError::NotFound(_) => {

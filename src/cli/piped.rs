@@ -177,7 +177,7 @@ pub async fn run(cmd: PipedCommand) -> Result<(), CliError> {
         PipedCommand::DeleteOldKeys(r) => {
             let opened = r.stores.open().await?;
             get_piped(&opened, &r).await?;
-            ops::pipeds::delete_old_piped_keys(&opened.stores.pipeds, &r.project, &r.id).await?;
+            ops::pipeds::delete_old_piped_keys(&opened.stores, &r.project, &r.id).await?;
             println!("Piped {} now has only its newest key.", r.id);
             Ok(())
         }
@@ -187,7 +187,7 @@ pub async fn run(cmd: PipedCommand) -> Result<(), CliError> {
 async fn set_disabled(r: PipedRef, disabled: bool) -> Result<(), CliError> {
     let opened = r.stores.open().await?;
     get_piped(&opened, &r).await?;
-    ops::pipeds::set_piped_disabled(&opened.stores.pipeds, &r.project, &r.id, disabled).await?;
+    ops::pipeds::set_piped_disabled(&opened.stores, &r.project, &r.id, disabled).await?;
     let state = if disabled { "disabled" } else { "enabled" };
     println!(
         "Piped {} {state}. Servers already running apply it within {} s (credential cache).",

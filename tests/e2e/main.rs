@@ -20,6 +20,7 @@ mod instances;
 mod lambda_e2e;
 mod migrate_cli;
 mod piped_service;
+mod revocation;
 mod serve_jobs;
 mod simulate;
 mod web_console;

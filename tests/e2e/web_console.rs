@@ -26,6 +26,7 @@ fn session_for(wisp: &Wisp, project: &str, subject: &str, roles: &[&str]) -> Str
             avatar_url: String::new(),
             project_id: project.into(),
             roles: roles.iter().map(|r| r.to_string()).collect(),
+            ..Default::default()
         })
         .expect("sign a session")
 }
@@ -116,6 +117,7 @@ async fn calls_without_a_valid_session_are_unauthenticated() {
             avatar_url: String::new(),
             project_id: QUICKSTART.into(),
             roles: vec!["Admin".into()],
+            ..Default::default()
         })
         .expect("sign");
     let mut forged = wisp.web_client(Via::Grpc, Some(&other_key)).await;
@@ -768,7 +770,14 @@ async fn project_settings_roles_and_user_groups() {
     let new = wisp
         .login_static(QUICKSTART, "hello-pipecd", "a-new-password")
         .await;
-    assert!(set_cookie(&new, "token").is_some());
+    let new_token = cookie_value(set_cookie(&new, "token").expect("a session")).to_string();
+    // The change ended the sessions opened with the old password, this one included.
+    assert_status(
+        console.get_me(web::GetMeRequest {}).await,
+        Code::Unauthenticated,
+        "session ended",
+    );
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&new_token)).await;
     ok(console
         .disable_static_admin(web::DisableStaticAdminRequest {})
         .await);

@@ -381,6 +381,7 @@ fn session(wisp: &Wisp, project: &str, role: &str) -> String {
             avatar_url: String::new(),
             project_id: project.into(),
             roles: vec![role.into()],
+            ..Default::default()
         })
         .expect("sign")
 }

@@ -213,6 +213,7 @@ async fn run(store: &str, app: App, args: &Args) -> anyhow::Result<()> {
         avatar_url: String::new(),
         project_id: PROJECT.into(),
         roles: vec!["Admin".into()],
+        ..Default::default()
     })?;
     let cookie: AsciiMetadataValue = format!("token={token}").parse()?;
     let http1 = HyperClient::builder(TokioExecutor::new()).build_http();

@@ -17,7 +17,7 @@ pub const ISSUER: &str = "PipeCD";
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// A signed-in console user: who, and which project roles the token grants.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WebCaller {
     /// The user name (static admin) or the SSO user's login.
     pub subject: String,
@@ -25,6 +25,23 @@ pub struct WebCaller {
     pub project_id: String,
     /// Names of the project's RBAC roles (built-in `Admin`, `Editor`, `Viewer` or custom).
     pub roles: Vec<String>,
+    /// The session's id (`jti`), which logout revokes; made when signing if empty.
+    pub session_id: String,
+    /// When the session ends (unix seconds; set by [`SessionSigner::verify`]).
+    pub expires_at: u64,
+    /// A static admin's session: [`static_admin_fingerprint`] of the password hash it
+    /// logged in with (claim `wispAdmin`), so that a changed password ends it. Empty for
+    /// SSO users.
+    pub static_admin: String,
+}
+
+/// What a static admin session remembers of the password it was opened with: a short
+/// digest of the stored bcrypt hash (which never leaves the server; the digest reveals
+/// nothing of the password and changes with every new hash).
+pub fn static_admin_fingerprint(password_hash: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("wisp-static-admin\n{password_hash}").as_bytes());
+    digest[..12].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `model.Role` as upstream's JWT carries it (protobuf JSON names).
@@ -51,6 +68,14 @@ struct Claims {
     avatar_url: String,
     #[serde(default)]
     role: RoleClaim,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    jti: String,
+    #[serde(
+        rename = "wispAdmin",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    static_admin: String,
 }
 
 /// Signs and verifies session tokens with one HS256 key.
@@ -106,6 +131,12 @@ impl SessionSigner {
                 project_id: caller.project_id.clone(),
                 project_rbac_roles: caller.roles.clone(),
             },
+            jti: if caller.session_id.is_empty() {
+                crate::keys::generate_random_string(24)
+            } else {
+                caller.session_id.clone()
+            },
+            static_admin: caller.static_admin.clone(),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| AuthError::Unavailable(format!("sign session token: {e}")))
@@ -130,6 +161,9 @@ impl SessionSigner {
             avatar_url: claims.avatar_url,
             project_id: claims.role.project_id,
             roles: claims.role.project_rbac_roles,
+            session_id: claims.jti,
+            expires_at: claims.exp,
+            static_admin: claims.static_admin,
         })
     }
 }
@@ -170,14 +204,33 @@ mod tests {
             avatar_url: String::new(),
             project_id: "p1".into(),
             roles: vec!["Admin".into()],
+            ..Default::default()
         }
     }
 
     #[test]
     fn round_trip_keeps_the_caller() {
         let signer = SessionSigner::new(b"0123456789abcdef0123456789abcdef");
-        let token = signer.sign(&caller()).expect("sign");
-        assert_eq!(signer.verify(&token).expect("verify"), caller());
+        let admin = WebCaller {
+            static_admin: static_admin_fingerprint("$2b$10$hash"),
+            ..caller()
+        };
+        let token = signer.sign(&admin).expect("sign");
+        let got = signer.verify(&token).expect("verify");
+        assert_eq!(got.subject, admin.subject);
+        assert_eq!(got.roles, admin.roles);
+        assert_eq!(got.static_admin, admin.static_admin);
+        assert_eq!(got.session_id.len(), 24, "a session id is made");
+        assert!(got.expires_at > now_secs());
+        // Each token its own id.
+        let other = signer
+            .verify(&signer.sign(&admin).expect("sign"))
+            .expect("verify");
+        assert_ne!(other.session_id, got.session_id);
+        assert_ne!(
+            static_admin_fingerprint("$2b$10$hash"),
+            static_admin_fingerprint("$2b$10$other")
+        );
     }
 
     #[test]

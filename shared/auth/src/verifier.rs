@@ -5,9 +5,11 @@
 //!
 //! * **verified** credentials, keyed by `(project, piped, sha256(key))` (API keys:
 //!   `(id, sha256(key))`), for [`VERIFIED_TTL`] from the moment they were verified; reads
-//!   do not extend it. So a piped that is disabled or deleted, or a key that is removed,
-//!   keeps working on an instance that already verified it for at most `VERIFIED_TTL`
-//!   (or until [`PipedVerifier::forget_piped`] is called on that instance);
+//!   do not extend it. Each use asks the source whether the piped or key was revoked
+//!   since it was verified (an in-memory check; the source keeps its list of revocations
+//!   fresh), and verifies afresh if so: a disabled piped, a removed key or a disabled API
+//!   key stops working at once in the process that revoked it, and within the source's
+//!   refresh period elsewhere;
 //! * **rejected** keys (a bcrypt mismatch only), same keying, for [`REJECTED_TTL`]: a piped
 //!   left polling with a revoked key every few seconds costs one bcrypt per `REJECTED_TTL`,
 //!   not one per call. This does not stop guessing with fresh keys (each guess costs one
@@ -147,6 +149,15 @@ pub trait PipedKeySource: Send + Sync {
     async fn project_exists(&self, project_id: &str) -> Result<bool, SourceError>;
     /// None if unknown.
     async fn piped(&self, piped_id: &str) -> Result<Option<PipedAuthInfo>, SourceError>;
+    /// Whether the piped's credentials were revoked after `since_ms` (unix milliseconds).
+    async fn piped_revoked_since(
+        &self,
+        _project_id: &str,
+        _piped_id: &str,
+        _since_ms: i64,
+    ) -> bool {
+        false
+    }
 }
 
 #[async_trait]
@@ -157,6 +168,19 @@ impl<T: PipedKeySource + ?Sized> PipedKeySource for Arc<T> {
     async fn piped(&self, piped_id: &str) -> Result<Option<PipedAuthInfo>, SourceError> {
         (**self).piped(piped_id).await
     }
+    async fn piped_revoked_since(&self, project_id: &str, piped_id: &str, since_ms: i64) -> bool {
+        (**self)
+            .piped_revoked_since(project_id, piped_id, since_ms)
+            .await
+    }
+}
+
+/// Now, in unix milliseconds (the clock revocations are recorded with).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// An authenticated piped.
@@ -187,7 +211,8 @@ impl PipedCacheKey {
 /// project and is enabled; the key matches one of its hashes), caching the outcome.
 pub struct PipedVerifier<S> {
     source: S,
-    verified: TtlCache<PipedCacheKey, PipedCaller>,
+    /// The caller, and when it was verified (unix ms).
+    verified: TtlCache<PipedCacheKey, (PipedCaller, i64)>,
     rejected: TtlCache<PipedCacheKey, Reason>,
     bcrypt_verifications: AtomicU64,
 }
@@ -244,13 +269,22 @@ impl<S: PipedKeySource> PipedVerifier<S> {
     /// source is `AuthError::Unavailable`.
     pub async fn verify(&self, token: &PipedToken) -> Result<PipedCaller, AuthError> {
         let cache_key = PipedCacheKey::new(token);
-        if let Some(caller) = self.verified.get(&cache_key) {
-            return Ok(caller);
+        if let Some((caller, verified_at)) = self.verified.get(&cache_key) {
+            if !self
+                .source
+                .piped_revoked_since(&caller.project_id, &caller.piped_id, verified_at)
+                .await
+            {
+                return Ok(caller);
+            }
+            self.forget_piped(&caller.piped_id);
         }
         if let Some(reason) = self.rejected.get(&cache_key) {
             return Err(AuthError::Unauthenticated(reason));
         }
 
+        // Taken before the read: a revocation after this instant ends the verification.
+        let verified_at = now_ms();
         let project_id = token.project_id.as_str();
         let piped_id = token.piped_id.as_str();
         if !self.source.project_exists(project_id).await? {
@@ -299,7 +333,8 @@ impl<S: PipedKeySource> PipedVerifier<S> {
             piped_id: piped_id.to_owned(),
         };
         tracing::debug!(project_id, piped_id, "piped credentials verified");
-        self.verified.insert(cache_key, caller.clone());
+        self.verified
+            .insert(cache_key, (caller.clone(), verified_at));
         Ok(caller)
     }
 }
@@ -339,12 +374,21 @@ impl fmt::Debug for ApiKeyAuthInfo {
 pub trait ApiKeyAuthSource: Send + Sync {
     /// None if unknown.
     async fn api_key(&self, id: &str) -> Result<Option<ApiKeyAuthInfo>, SourceError>;
+    /// Whether the key was revoked after `since_ms` (unix milliseconds).
+    async fn api_key_revoked_since(&self, _project_id: &str, _id: &str, _since_ms: i64) -> bool {
+        false
+    }
 }
 
 #[async_trait]
 impl<T: ApiKeyAuthSource + ?Sized> ApiKeyAuthSource for Arc<T> {
     async fn api_key(&self, id: &str) -> Result<Option<ApiKeyAuthInfo>, SourceError> {
         (**self).api_key(id).await
+    }
+    async fn api_key_revoked_since(&self, project_id: &str, id: &str, since_ms: i64) -> bool {
+        (**self)
+            .api_key_revoked_since(project_id, id, since_ms)
+            .await
     }
 }
 
@@ -368,7 +412,8 @@ struct ApiKeyCacheKey {
 /// fail the call); recording last use, if wanted, is the caller's best-effort business.
 pub struct ApiKeyVerifier<S> {
     source: S,
-    verified: TtlCache<ApiKeyCacheKey, ApiKeyCaller>,
+    /// The caller, and when it was verified (unix ms).
+    verified: TtlCache<ApiKeyCacheKey, (ApiKeyCaller, i64)>,
     rejected: TtlCache<ApiKeyCacheKey, Reason>,
     bcrypt_verifications: AtomicU64,
 }
@@ -425,13 +470,21 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
             id: credential.id.clone(),
             key_sha256: sha256(credential.key()),
         };
-        if let Some(caller) = self.verified.get(&cache_key) {
-            return Ok(caller);
+        if let Some((caller, verified_at)) = self.verified.get(&cache_key) {
+            if !self
+                .source
+                .api_key_revoked_since(&caller.project_id, &caller.id, verified_at)
+                .await
+            {
+                return Ok(caller);
+            }
+            self.forget_api_key(&caller.id);
         }
         if let Some(reason) = self.rejected.get(&cache_key) {
             return Err(AuthError::Unauthenticated(reason));
         }
 
+        let verified_at = now_ms();
         let id = credential.id.as_str();
         let not_found = || Reason::ApiKeyNotFound { id: id.to_owned() };
         let info = self.source.api_key(id).await?.ok_or_else(not_found)?;
@@ -460,7 +513,8 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
             role: info.role,
         };
         tracing::debug!(api_key_id = id, project_id = %caller.project_id, "api key verified");
-        self.verified.insert(cache_key, caller.clone());
+        self.verified
+            .insert(cache_key, (caller.clone(), verified_at));
         Ok(caller)
     }
 }

@@ -192,7 +192,7 @@ impl Console {
             STATIC_LOGIN_PATH => self.static_login(req).await,
             LOGIN_PATH => self.sso_login(req).await,
             CALLBACK_PATH => self.sso_callback(req).await,
-            LOGOUT_PATH => self.logout(),
+            LOGOUT_PATH => self.logout(&req).await,
             _ => match &self.files {
                 Some(files) if req.method() == Method::GET || req.method() == Method::HEAD => {
                     files.serve(&path, req.method() == Method::HEAD).await
@@ -251,6 +251,8 @@ impl Console {
             avatar_url: String::new(),
             project_id: project_id.to_string(),
             roles: vec![ADMIN.to_string()],
+            static_admin: wisp_auth::static_admin_fingerprint(&admin.password_hash),
+            ..Default::default()
         };
         let token = match self.signer.sign(&caller) {
             Ok(t) => t,
@@ -294,6 +296,7 @@ impl Console {
             avatar_url: String::new(),
             project_id: project.id.clone(),
             roles: vec![],
+            ..Default::default()
         }) {
             Ok(s) => s,
             Err(_) => return self.error_redirect("Internal error"),
@@ -375,6 +378,7 @@ impl Console {
             avatar_url: user.avatar_url,
             project_id: project.id.clone(),
             roles: user.roles,
+            ..Default::default()
         };
         let signer = match resolved.session_ttl {
             Some(ttl) => self.signer.clone().with_ttl(ttl),
@@ -464,7 +468,18 @@ impl Console {
         })
     }
 
-    fn logout(&self) -> Response<Bytes> {
+    /// Ends the session on the server too: its id is revoked, so the token stops
+    /// working even where the cookie was kept.
+    async fn logout(&self, req: &Request<Bytes>) -> Response<Bytes> {
+        let token = req
+            .headers()
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|h| h.to_str().ok())
+            .find_map(|h| wisp_auth::credentials::find_cookie(h, SESSION_COOKIE));
+        if let Some(caller) = token.and_then(|t| self.signer.verify(t).ok()) {
+            self.web.end_session(&caller).await;
+        }
         let mut resp = redirect(StatusCode::FOUND, "/");
         self.set_cookie(
             &mut resp,

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 use wisp_auth::{ApiKeyAuthInfo, ApiKeyAuthSource, PipedAuthInfo, PipedKeySource, SourceError};
+use wisp_store::revocations::Revoked;
 use wisp_store::{StoreError, stores::Stores};
 
 #[derive(Clone)]
@@ -57,6 +58,19 @@ impl PipedKeySource for StoreKeySource {
             Err(e) => Err(source_error(e)),
         }
     }
+
+    async fn piped_revoked_since(&self, project_id: &str, piped_id: &str, since_ms: i64) -> bool {
+        self.stores
+            .revocations
+            .revoked_since(
+                Revoked::Piped {
+                    project_id,
+                    piped_id,
+                },
+                since_ms,
+            )
+            .await
+    }
 }
 
 #[async_trait]
@@ -74,5 +88,12 @@ impl ApiKeyAuthSource for StoreKeySource {
             Err(StoreError::NotFound(_)) => Ok(None),
             Err(e) => Err(source_error(e)),
         }
+    }
+
+    async fn api_key_revoked_since(&self, project_id: &str, id: &str, since_ms: i64) -> bool {
+        self.stores
+            .revocations
+            .revoked_since(Revoked::ApiKey { project_id, id }, since_ms)
+            .await
     }
 }

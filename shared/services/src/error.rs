@@ -22,6 +22,10 @@ pub enum ServiceError {
     Unimplemented(String),
     #[error("{0}")]
     Unavailable(String),
+    /// The caller's credentials ended (a console session logged out, or its static admin
+    /// changed).
+    #[error("{0}")]
+    Unauthenticated(String),
     /// The message is safe to show; the cause is logged where it happened.
     #[error("{0}")]
     Internal(String),

@@ -196,6 +196,7 @@ fn code<T: std::fmt::Debug>(r: Result<T, ServiceError>) -> (&'static str, String
                 ServiceError::ResourceExhausted(_) => "ResourceExhausted",
                 ServiceError::Unimplemented(_) => "Unimplemented",
                 ServiceError::Unavailable(_) => "Unavailable",
+                ServiceError::Unauthenticated(_) => "Unauthenticated",
                 ServiceError::Internal(_) => "Internal",
             };
             (name, e.to_string())

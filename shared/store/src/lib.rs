@@ -20,6 +20,7 @@ pub mod commandoutput;
 pub mod insight;
 pub mod livestate;
 pub mod pipedstat;
+pub mod revocations;
 pub mod sharedobject;
 pub mod stagelog;
 pub mod stores;

@@ -40,6 +40,8 @@ pub struct Stores {
     pub command_outputs: CommandOutputStore,
     pub piped_stats: PipedStatStore,
     pub unregistered_apps: UnregisteredAppStore,
+    /// Credentials and sessions revoked, shared by every instance.
+    pub revocations: crate::revocations::Revocations,
 }
 
 impl std::fmt::Debug for Stores {
@@ -72,6 +74,7 @@ impl Stores {
             command_outputs: CommandOutputStore::new(filestore.clone()),
             piped_stats: PipedStatStore::new(datastore.clone(), cache.clone()),
             unregistered_apps: UnregisteredAppStore::new(datastore.clone()),
+            revocations: crate::revocations::Revocations::new(filestore.clone()),
 
             datastore,
             filestore,

@@ -14,6 +14,7 @@ pub fn from_service_error(err: ServiceError) -> Status {
         ServiceError::ResourceExhausted(_) => Code::ResourceExhausted,
         ServiceError::Unimplemented(_) => Code::Unimplemented,
         ServiceError::Unavailable(_) => Code::Unavailable,
+        ServiceError::Unauthenticated(_) => Code::Unauthenticated,
         ServiceError::Internal(_) => Code::Internal,
     };
     Status::new(code, err.to_string())

@@ -66,13 +66,7 @@ impl ApiApi {
     ) -> Result<EnablePipedResponse, ServiceError> {
         req.validate()?;
         self.owned_piped(caller, &req.piped_id).await?;
-        ops::set_piped_disabled(
-            &self.stores.pipeds,
-            &caller.project_id,
-            &req.piped_id,
-            false,
-        )
-        .await?;
+        ops::set_piped_disabled(&self.stores, &caller.project_id, &req.piped_id, false).await?;
         Ok(EnablePipedResponse {})
     }
 
@@ -85,8 +79,7 @@ impl ApiApi {
     ) -> Result<DisablePipedResponse, ServiceError> {
         req.validate()?;
         self.owned_piped(caller, &req.piped_id).await?;
-        ops::set_piped_disabled(&self.stores.pipeds, &caller.project_id, &req.piped_id, true)
-            .await?;
+        ops::set_piped_disabled(&self.stores, &caller.project_id, &req.piped_id, true).await?;
         Ok(DisablePipedResponse {})
     }
 

@@ -2,6 +2,8 @@
 
 use wisp_proto::model::{self, api_key::Role};
 use wisp_store::collection::Collection;
+use wisp_store::revocations::Revoked;
+use wisp_store::stores::Stores;
 
 use super::REDACTED;
 use crate::error::ServiceError;
@@ -51,12 +53,12 @@ pub async fn generate_api_key(
 
 /// Disables an API key: it stops working for pipectl.
 pub async fn disable_api_key(
-    api_keys: &Collection<model::ApiKey>,
+    stores: &Stores,
     project_id: &str,
     id: &str,
 ) -> Result<model::ApiKey, ServiceError> {
-    update_checked(
-        api_keys,
+    let key = update_checked(
+        &stores.api_keys,
         project_id,
         id,
         &format!("disable API key {id}"),
@@ -65,7 +67,14 @@ pub async fn disable_api_key(
             Ok(())
         },
     )
-    .await
+    .await?;
+    super::revoke(
+        stores,
+        Revoked::ApiKey { project_id, id },
+        super::credential_revocation_until(),
+    )
+    .await;
+    Ok(key)
 }
 
 /// The key as clients may see it: its hash redacted.

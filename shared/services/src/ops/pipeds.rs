@@ -3,6 +3,8 @@
 
 use wisp_proto::model;
 use wisp_store::collection::Collection;
+use wisp_store::revocations::Revoked;
+use wisp_store::stores::Stores;
 
 use super::REDACTED;
 use crate::error::ServiceError;
@@ -105,18 +107,32 @@ pub async fn add_piped_key(
     Ok(key)
 }
 
-/// Keeps only the piped's newest key.
+/// Keeps only the piped's newest key; the others stop working.
 pub async fn delete_old_piped_keys(
-    pipeds: &Collection<model::Piped>,
+    stores: &Stores,
     project_id: &str,
     piped_id: &str,
 ) -> Result<model::Piped, ServiceError> {
     let what = format!("delete the old keys of piped {piped_id}");
-    update_checked(pipeds, project_id, piped_id, &what, |p| {
+    let piped = update_checked(&stores.pipeds, project_id, piped_id, &what, |p| {
         keep_newest_key(p);
         Ok(())
     })
-    .await
+    .await?;
+    revoke_piped(stores, project_id, piped_id).await;
+    Ok(piped)
+}
+
+async fn revoke_piped(stores: &Stores, project_id: &str, piped_id: &str) {
+    super::revoke(
+        stores,
+        Revoked::Piped {
+            project_id,
+            piped_id,
+        },
+        super::credential_revocation_until(),
+    )
+    .await;
 }
 
 /// The newest key by creation time; of keys made in the same second, the one added last
@@ -129,17 +145,21 @@ pub fn keep_newest_key(piped: &mut model::Piped) {
 
 /// Enables or disables a piped: a disabled piped's credentials stop working.
 pub async fn set_piped_disabled(
-    pipeds: &Collection<model::Piped>,
+    stores: &Stores,
     project_id: &str,
     piped_id: &str,
     disabled: bool,
 ) -> Result<model::Piped, ServiceError> {
     let what = format!("update piped {piped_id}");
-    update_checked(pipeds, project_id, piped_id, &what, |p| {
+    let piped = update_checked(&stores.pipeds, project_id, piped_id, &what, |p| {
         p.disabled = disabled;
         Ok(())
     })
-    .await
+    .await?;
+    if disabled {
+        revoke_piped(stores, project_id, piped_id).await;
+    }
+    Ok(piped)
 }
 
 /// The piped as clients may see it: key hashes redacted.

@@ -42,7 +42,7 @@ impl WebApi {
         required("id", &req.id)?;
         self.owned(&self.stores.api_keys, &req.id, caller, "API key")
             .await?;
-        ops::disable_api_key(&self.stores.api_keys, caller.project_id(), &req.id).await?;
+        ops::disable_api_key(&self.stores, caller.project_id(), &req.id).await?;
         Ok(DisableApiKeyResponse {})
     }
 

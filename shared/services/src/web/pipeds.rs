@@ -85,7 +85,7 @@ impl WebApi {
         required("piped_id", &req.piped_id)?;
         self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
-        ops::delete_old_piped_keys(&self.stores.pipeds, caller.project_id(), &req.piped_id).await?;
+        ops::delete_old_piped_keys(&self.stores, caller.project_id(), &req.piped_id).await?;
         Ok(DeleteOldPipedKeysResponse {})
     }
 
@@ -97,13 +97,7 @@ impl WebApi {
         required("piped_id", &req.piped_id)?;
         self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
-        ops::set_piped_disabled(
-            &self.stores.pipeds,
-            caller.project_id(),
-            &req.piped_id,
-            false,
-        )
-        .await?;
+        ops::set_piped_disabled(&self.stores, caller.project_id(), &req.piped_id, false).await?;
         Ok(EnablePipedResponse {})
     }
 
@@ -115,13 +109,7 @@ impl WebApi {
         required("piped_id", &req.piped_id)?;
         self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
-        ops::set_piped_disabled(
-            &self.stores.pipeds,
-            caller.project_id(),
-            &req.piped_id,
-            true,
-        )
-        .await?;
+        ops::set_piped_disabled(&self.stores, caller.project_id(), &req.piped_id, true).await?;
         Ok(DisablePipedResponse {})
     }
 

@@ -250,6 +250,42 @@ impl WebApi {
         roles
     }
 
+    /// Ends `caller`'s session on the server: its id is revoked until the token would
+    /// have expired (here at once, on other instances within the revocations' refresh).
+    pub async fn end_session(&self, caller: &WebCaller) {
+        if caller.session_id.is_empty() {
+            return;
+        }
+        let until = i64::try_from(caller.expires_at).unwrap_or(i64::MAX);
+        crate::ops::revoke(
+            &self.stores,
+            wisp_store::revocations::Revoked::Session {
+                id: &caller.session_id,
+            },
+            until,
+        )
+        .await;
+    }
+
+    /// UNAUTHENTICATED once the session was logged out.
+    async fn check_session_open(&self, caller: &WebCaller) -> Result<(), ServiceError> {
+        if !caller.session_id.is_empty()
+            && self
+                .stores
+                .revocations
+                .revoked_since(
+                    wisp_store::revocations::Revoked::Session {
+                        id: &caller.session_id,
+                    },
+                    i64::MIN,
+                )
+                .await
+        {
+            return Err(session_ended());
+        }
+        Ok(())
+    }
+
     /// Checks that one of `caller`'s roles allows `method` (the RPC's name, e.g.
     /// "RegisterPiped"); PERMISSION_DENIED otherwise.
     pub async fn authorize(
@@ -258,9 +294,20 @@ impl WebApi {
         method: &str,
     ) -> Result<Authorized, ServiceError> {
         let denied = || ServiceError::PermissionDenied("Permission Denied".to_string());
+        self.check_session_open(caller).await?;
         let (resource, action) = match requirement(method) {
             None => return Err(denied()),
             Some(Requirement::Ignored) => {
+                if !caller.static_admin.is_empty() {
+                    let project =
+                        self.load_project(&caller.project_id)
+                            .await
+                            .map_err(|e| match e {
+                                ServiceError::NotFound(_) => denied(),
+                                other => other,
+                            })?;
+                    check_static_admin(caller, &project)?;
+                }
                 return Ok(Authorized {
                     caller: caller.clone(),
                 });
@@ -274,6 +321,7 @@ impl WebApi {
                 ServiceError::NotFound(_) => denied(),
                 other => other,
             })?;
+        check_static_admin(caller, &project)?;
         let roles = self.project_roles(&project);
         let allowed = caller.roles.iter().any(|name| {
             roles
@@ -288,6 +336,25 @@ impl WebApi {
             Err(denied())
         }
     }
+}
+
+fn session_ended() -> ServiceError {
+    ServiceError::Unauthenticated("the session ended; log in again".into())
+}
+
+/// A static admin's session lasts while the project's static admin is enabled, has the
+/// same name, and the same password it logged in with (read from the project on every
+/// call, so this holds at once on every instance).
+fn check_static_admin(caller: &WebCaller, project: &Project) -> Result<(), ServiceError> {
+    if caller.static_admin.is_empty() {
+        return Ok(());
+    }
+    let still = !project.static_admin_disabled
+        && project.static_admin.as_ref().is_some_and(|admin| {
+            admin.username == caller.subject
+                && wisp_auth::static_admin_fingerprint(&admin.password_hash) == caller.static_admin
+        });
+    if still { Ok(()) } else { Err(session_ended()) }
 }
 
 #[cfg(test)]

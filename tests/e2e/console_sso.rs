@@ -264,6 +264,39 @@ async fn oidc_login_maps_groups_to_roles() {
         "",
     );
 
+    // The project maps the group to another role: the open session follows at once.
+    ok(console
+        .delete_project_user_group(web::DeleteProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+        })
+        .await);
+    ok(console
+        .add_project_user_group(web::AddProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+            role: "Admin".into(),
+        })
+        .await);
+    ok(olivia
+        .list_api_keys(web::ListApiKeysRequest::default())
+        .await);
+    // No mapping left (and no stray viewers): the session ends.
+    ok(console
+        .delete_project_user_group(web::DeleteProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+        })
+        .await);
+    assert_status(
+        olivia.get_me(web::GetMeRequest {}).await,
+        Code::Unauthenticated,
+        "no role",
+    );
+    ok(console
+        .add_project_user_group(web::AddProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+            role: "Editor".into(),
+        })
+        .await);
+
     // Someone in no mapped group is refused, with the reason in the error cookie.
     *provider.claims.lock().expect("claims") =
         serde_json::json!({"preferred_username": "mallory", "groups": ["elsewhere"]});

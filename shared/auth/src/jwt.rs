@@ -33,7 +33,24 @@ pub struct WebCaller {
     /// logged in with (claim `wispAdmin`), so that a changed password ends it. Empty for
     /// SSO users.
     pub static_admin: String,
+    /// An SSO user's session: the groups (teams, claim values) it logged in with, from
+    /// which its roles are worked out again on every call (claim `wispSso`).
+    pub sso: Option<SsoGroups>,
 }
+
+/// The groups an SSO login reported, kept in the session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SsoGroups {
+    pub groups: Vec<String>,
+    /// Whether a value naming one of the project's roles gives that role (OpenID
+    /// Connect's role claims) or only mapped groups count (GitHub teams).
+    #[serde(default)]
+    pub role_names: bool,
+}
+
+/// At most this many groups are kept in a session (the token is a cookie).
+pub const MAX_SESSION_GROUPS: usize = 100;
 
 /// What a static admin session remembers of the password it was opened with: a short
 /// digest of the stored bcrypt hash (which never leaves the server; the digest reveals
@@ -76,6 +93,8 @@ struct Claims {
         skip_serializing_if = "String::is_empty"
     )]
     static_admin: String,
+    #[serde(rename = "wispSso", default, skip_serializing_if = "Option::is_none")]
+    sso: Option<SsoGroups>,
 }
 
 /// Signs and verifies session tokens with one HS256 key.
@@ -137,6 +156,10 @@ impl SessionSigner {
                 caller.session_id.clone()
             },
             static_admin: caller.static_admin.clone(),
+            sso: caller.sso.clone().map(|mut sso| {
+                sso.groups.truncate(MAX_SESSION_GROUPS);
+                sso
+            }),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| AuthError::Unavailable(format!("sign session token: {e}")))
@@ -164,6 +187,7 @@ impl SessionSigner {
             session_id: claims.jti,
             expires_at: claims.exp,
             static_admin: claims.static_admin,
+            sso: claims.sso,
         })
     }
 }

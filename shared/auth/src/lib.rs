@@ -13,7 +13,10 @@ pub use credentials::{
     parse_authorization, parse_cookie_token, parse_piped_token,
 };
 pub use error::{AuthError, HashError, PipedTokenPart, Reason, SourceError};
-pub use jwt::{SESSION_COOKIE, SessionSigner, WebCaller, static_admin_fingerprint};
+pub use jwt::{
+    MAX_SESSION_GROUPS, SESSION_COOKIE, SessionSigner, SsoGroups, WebCaller,
+    static_admin_fingerprint,
+};
 pub use keys::{
     MAX_PIPED_KEYS, generate_api_key, generate_piped_key, hash_secret, hash_secret_with_cost,
     verify_secret,

@@ -8,9 +8,9 @@ use http::{HeaderMap, Method, Request, header};
 use http_body_util::Full;
 use serde::Deserialize;
 use wisp_proto::model;
-use wisp_services::web::rbac::VIEWER;
+use wisp_services::web::rbac::sso_roles;
 
-use crate::oidc::{SsoError, SsoUser, legacy_team_role};
+use crate::oidc::{SsoError, SsoUser};
 use crate::provider::ProviderClient;
 
 /// The scope upstream asks for: enough to list the user's teams.
@@ -264,32 +264,19 @@ pub fn user_from_teams(
     if login.is_empty() {
         return Err(SsoError::Denied("GitHub gave no user name".into()));
     }
-    let mut roles: Vec<String> = Vec::new();
-    for team in teams {
-        let role = project
-            .user_groups
-            .iter()
-            .find(|g| &g.sso_group == team)
-            .map(|g| g.role.clone())
-            .or_else(|| legacy_team_role(project, team));
-        if let Some(role) = role.filter(|r| !roles.contains(r)) {
-            roles.push(role);
-        }
-    }
-    if roles.is_empty() {
-        if !project.allow_stray_as_viewer {
-            return Err(SsoError::Denied(format!(
-                "{login} is in none of the {} GitHub teams project {} maps to a role",
-                teams.len(),
-                project.id
-            )));
-        }
-        roles.push(VIEWER.to_string());
-    }
+    let Some(roles) = sso_roles(project, teams, false) else {
+        return Err(SsoError::Denied(format!(
+            "{login} is in none of the {} GitHub teams project {} maps to a role",
+            teams.len(),
+            project.id
+        )));
+    };
     Ok(SsoUser {
         username: login.to_string(),
         avatar_url: avatar_url.to_string(),
         roles,
+        groups: teams.to_vec(),
+        role_names: false,
     })
 }
 

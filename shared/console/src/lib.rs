@@ -378,6 +378,10 @@ impl Console {
             avatar_url: user.avatar_url,
             project_id: project.id.clone(),
             roles: user.roles,
+            sso: Some(wisp_auth::SsoGroups {
+                groups: user.groups,
+                role_names: user.role_names,
+            }),
             ..Default::default()
         };
         let signer = match resolved.session_ttl {

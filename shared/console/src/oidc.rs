@@ -10,7 +10,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use wisp_proto::model;
-use wisp_services::web::rbac::{ADMIN, EDITOR, VIEWER, is_builtin_role};
+use wisp_services::web::rbac::sso_roles;
 
 use crate::provider::ProviderClient;
 
@@ -45,6 +45,12 @@ pub struct SsoUser {
     pub username: String,
     pub avatar_url: String,
     pub roles: Vec<String>,
+    /// The values the roles came from, kept in the session so that its roles follow
+    /// the project's mapping.
+    pub groups: Vec<String>,
+    /// Whether a value may name a role directly (OpenID Connect) or must be mapped
+    /// (GitHub teams).
+    pub role_names: bool,
 }
 
 #[derive(Deserialize)]
@@ -205,20 +211,6 @@ impl OidcClient {
     }
 }
 
-/// Upstream's older team settings (`rbac.admin`, `.editor`, `.viewer`: one SSO group
-/// each), which act as user groups of the built-in roles.
-pub(crate) fn legacy_team_role(project: &model::Project, group: &str) -> Option<String> {
-    let rbac = project.rbac.as_ref()?;
-    [
-        (&rbac.admin, ADMIN),
-        (&rbac.editor, EDITOR),
-        (&rbac.viewer, VIEWER),
-    ]
-    .into_iter()
-    .find(|(team, _)| !team.is_empty() && team.as_str() == group)
-    .map(|(_, role)| role.to_string())
-}
-
 fn claim_strings(claims: &Map<String, Value>, key: &str) -> Vec<String> {
     match claims.get(key) {
         Some(Value::String(s)) if !s.is_empty() => vec![s.clone()],
@@ -261,37 +253,18 @@ pub fn user_from_claims(
         .iter()
         .flat_map(|k| claim_strings(claims, k))
         .collect();
-    let mut roles = Vec::new();
-    for value in &values {
-        let role = if is_builtin_role(value) || project.rbac_roles.iter().any(|r| &r.name == value)
-        {
-            Some(value.clone())
-        } else {
-            project
-                .user_groups
-                .iter()
-                .find(|g| &g.sso_group == value)
-                .map(|g| g.role.clone())
-                .or_else(|| legacy_team_role(project, value))
-        };
-        if let Some(role) = role.filter(|r| !roles.contains(r)) {
-            roles.push(role);
-        }
-    }
-    if roles.is_empty() {
-        if project.allow_stray_as_viewer {
-            roles.push(VIEWER.to_string());
-        } else {
-            return Err(SsoError::Denied(format!(
-                "{username} has no role in project {}",
-                project.id
-            )));
-        }
-    }
+    let Some(roles) = sso_roles(project, &values, true) else {
+        return Err(SsoError::Denied(format!(
+            "{username} has no role in project {}",
+            project.id
+        )));
+    };
     Ok(SsoUser {
         username,
         avatar_url,
         roles,
+        groups: values,
+        role_names: true,
     })
 }
 

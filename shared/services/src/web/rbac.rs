@@ -298,18 +298,24 @@ impl WebApi {
         let (resource, action) = match requirement(method) {
             None => return Err(denied()),
             Some(Requirement::Ignored) => {
-                if !caller.static_admin.is_empty() {
-                    let project =
-                        self.load_project(&caller.project_id)
-                            .await
-                            .map_err(|e| match e {
-                                ServiceError::NotFound(_) => denied(),
-                                other => other,
-                            })?;
-                    check_static_admin(caller, &project)?;
+                if caller.static_admin.is_empty() && caller.sso.is_none() {
+                    return Ok(Authorized {
+                        caller: caller.clone(),
+                    });
                 }
+                let project = self
+                    .load_project(&caller.project_id)
+                    .await
+                    .map_err(|e| match e {
+                        ServiceError::NotFound(_) => denied(),
+                        other => other,
+                    })?;
+                check_static_admin(caller, &project)?;
                 return Ok(Authorized {
-                    caller: caller.clone(),
+                    caller: WebCaller {
+                        roles: current_roles(caller, &project)?,
+                        ..caller.clone()
+                    },
                 });
             }
             Some(Requirement::Policy(resource, action)) => (resource, action),
@@ -322,20 +328,84 @@ impl WebApi {
                 other => other,
             })?;
         check_static_admin(caller, &project)?;
+        let caller_roles = current_roles(caller, &project)?;
         let roles = self.project_roles(&project);
-        let allowed = caller.roles.iter().any(|name| {
+        let allowed = caller_roles.iter().any(|name| {
             roles
                 .iter()
                 .any(|r| &r.name == name && role_allows(r, resource, action))
         });
         if allowed {
             Ok(Authorized {
-                caller: caller.clone(),
+                caller: WebCaller {
+                    roles: caller_roles,
+                    ..caller.clone()
+                },
             })
         } else {
             Err(denied())
         }
     }
+}
+
+/// The project roles an SSO user's groups give: each value the project maps under its
+/// user groups (or names in its older admin/editor/viewer team settings) gives that role;
+/// with `role_names` (OpenID Connect), a value naming one of the project's roles gives
+/// it too. With none, `allow_stray_as_viewer` makes the user a Viewer; `None` refuses
+/// the user. Used at login and on every call of the session, so a changed mapping
+/// applies to open sessions at once.
+pub fn sso_roles(project: &Project, groups: &[String], role_names: bool) -> Option<Vec<String>> {
+    let mut roles: Vec<String> = Vec::new();
+    for value in groups {
+        let named = role_names
+            && (is_builtin_role(value) || project.rbac_roles.iter().any(|r| &r.name == value));
+        let role = if named {
+            Some(value.clone())
+        } else {
+            project
+                .user_groups
+                .iter()
+                .find(|g| &g.sso_group == value)
+                .map(|g| g.role.clone())
+                .or_else(|| legacy_team_role(project, value))
+        };
+        if let Some(role) = role.filter(|r| !roles.contains(r)) {
+            roles.push(role);
+        }
+    }
+    if roles.is_empty() {
+        if !project.allow_stray_as_viewer {
+            return None;
+        }
+        roles.push(VIEWER.to_string());
+    }
+    Some(roles)
+}
+
+/// The caller's roles now: an SSO session's follow the project's current mapping of its
+/// groups; others are the token's.
+fn current_roles(caller: &WebCaller, project: &Project) -> Result<Vec<String>, ServiceError> {
+    match &caller.sso {
+        Some(sso) => sso_roles(project, &sso.groups, sso.role_names).ok_or_else(|| {
+            ServiceError::Unauthenticated(
+                "the session ended: no role in the project any more; log in again".into(),
+            )
+        }),
+        None => Ok(caller.roles.clone()),
+    }
+}
+
+/// The role an older project's `rbac` team settings give `group`.
+fn legacy_team_role(project: &Project, group: &str) -> Option<String> {
+    let rbac = project.rbac.as_ref()?;
+    [
+        (&rbac.admin, ADMIN),
+        (&rbac.editor, EDITOR),
+        (&rbac.viewer, VIEWER),
+    ]
+    .into_iter()
+    .find(|(team, _)| !team.is_empty() && team.as_str() == group)
+    .map(|(_, role)| role.to_string())
 }
 
 fn session_ended() -> ServiceError {

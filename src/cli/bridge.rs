@@ -19,8 +19,8 @@ pub struct BridgeArgs {
     /// `apiAddress` (or pipectl's `--address`) here, with `--insecure`.
     #[arg(long)]
     pub listen: SocketAddr,
-    /// The control plane: `https://HOST[:PORT]` (the load balancer), or `http://` for
-    /// local tests.
+    /// The control plane: `https://HOST[:PORT]` (the load balancer), or `http://` on
+    /// this machine (local tests).
     #[arg(long)]
     pub upstream: String,
     /// Deadline of a call whose client sets no shorter one (`30s`, `500ms`, `2m`).
@@ -30,6 +30,10 @@ pub struct BridgeArgs {
     /// their credentials on: expose it only on a network you trust.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Forward to a plain `http://` upstream on another machine. Refused otherwise: the
+    /// piped's credentials would cross the network in clear.
+    #[arg(long)]
+    pub allow_insecure_upstream: bool,
     /// Trust the CA certificates in this PEM file instead of the system's.
     #[arg(long)]
     pub ca_file: Option<PathBuf>,
@@ -54,6 +58,13 @@ pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
         .upstream
         .parse()
         .map_err(|e: wisp_bridge::ConfigError| CliError::Usage(e.to_string()))?;
+    if !upstream.is_https() && !upstream.is_loopback() && !args.allow_insecure_upstream {
+        return Err(CliError::Usage(format!(
+            "--upstream {}: plain http:// to another machine would send the piped's \
+             credentials in clear; use https:// (or pass --allow-insecure-upstream)",
+            args.upstream
+        )));
+    }
     let mut config = Config::new(upstream);
     config.timeout = args.timeout;
     config.ca_file = args.ca_file;

@@ -307,3 +307,33 @@ fn refuses_bad_arguments() {
         assert!(out.stderr.contains(needle), "{args:?}: {out:?}");
     }
 }
+
+/// A plain-HTTP upstream on another machine would carry the piped's credentials in
+/// clear: refused unless told explicitly; loopback (local tests) is allowed.
+#[test]
+fn plaintext_upstream_beyond_loopback_is_refused() {
+    let dir = support::empty_data_dir();
+    let out = support::wisp_command()
+        .args([
+            "bridge",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://cp.example.com",
+        ])
+        .output()
+        .expect("run wisp bridge");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("in clear") && stderr.contains("--allow-insecure-upstream"),
+        "{stderr}"
+    );
+    // Told explicitly: it starts (and is stopped here).
+    let bridge = support::bridge::Bridge::start(
+        "http://cp.example.com",
+        dir.path(),
+        &["--allow-insecure-upstream"],
+    );
+    drop(bridge);
+}

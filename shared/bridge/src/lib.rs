@@ -75,6 +75,16 @@ impl Upstream {
         self.scheme == http::uri::Scheme::HTTPS
     }
 
+    /// Whether the host is this machine (`localhost`, or a loopback address).
+    pub fn is_loopback(&self) -> bool {
+        let host = self.authority.host();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || bare
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// The control plane's URI for a gRPC method path (and query, if any).
     fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
         Uri::builder()
@@ -837,6 +847,17 @@ mod tests {
             u.uri_for("/a.B/C").expect("uri").to_string(),
             "http://127.0.0.1:8080/prefix/a.B/C"
         );
+        for (url, loopback) in [
+            ("http://127.0.0.1:8080", true),
+            ("http://localhost:9090", true),
+            ("http://[::1]:8080", true),
+            ("http://10.0.0.5:8080", false),
+            ("http://cp.example.com", false),
+            ("http://127.0.0.1.example.com", false),
+        ] {
+            let u: Upstream = url.parse().expect("valid");
+            assert_eq!(u.is_loopback(), loopback, "{url}");
+        }
         for bad in [
             "cp.example.com",
             "ftp://cp.example.com",

@@ -55,7 +55,7 @@ const WISP_ENV: [&str; 8] = [
     "WISP_ENCRYPTION_KEY_SECRET",
 ];
 
-fn wisp_command() -> Command {
+pub fn wisp_command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wisp"));
     for var in WISP_ENV {
         cmd.env_remove(var);

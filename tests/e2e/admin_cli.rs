@@ -668,3 +668,53 @@ fn serve_beyond_loopback_refuses_the_default_password() {
     let server = Server::start_with(dir.path(), &["--addr".into(), "0.0.0.0:0".into()], &[]);
     drop(server);
 }
+
+/// What Wisp writes on disk is its owner's only: the database, the filestore's
+/// directories and objects (here the revocation list a disabled piped writes).
+#[cfg(unix)]
+#[test]
+fn data_files_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = empty_data_dir();
+    let data = dir.path().join("state");
+    let data_arg = data.to_str().expect("utf-8 path");
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--data-dir", data_arg]);
+        let out = support::wisp_command()
+            .args(&all)
+            .output()
+            .expect("run wisp");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let added = cli(&[
+        "piped",
+        "add",
+        "--project",
+        QUICKSTART,
+        "--name",
+        "p",
+        "--json",
+    ]);
+    let id = serde_json::from_str::<serde_json::Value>(&added).expect("JSON")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    cli(&["piped", "disable", "--project", QUICKSTART, &id]);
+    let mode = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(&data), 0o700, "the data directory");
+    assert_eq!(mode(&data.join("wisp.db")), 0o600, "the database");
+    assert_eq!(mode(&data.join("filestore")), 0o700, "the filestore");
+    assert_eq!(
+        mode(&data.join("filestore").join("revocations.json")),
+        0o600,
+        "an object"
+    );
+}

@@ -192,7 +192,14 @@ async fn secret_key(_: Option<&SecretsClient>, name: &str) -> Result<EncryptionK
 pub fn local_encryption_key(data_dir: &Path) -> Result<EncryptionKey, AppError> {
     let path = data_dir.join(LOCAL_ENCRYPTION_KEY_FILE);
     if !path.exists() {
-        std::fs::create_dir_all(data_dir).map_err(|source| AppError::Io {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            builder.mode(0o700);
+        }
+        builder.create(data_dir).map_err(|source| AppError::Io {
             path: data_dir.to_path_buf(),
             source,
         })?;

@@ -44,12 +44,6 @@ async fn open_datastore(
         #[cfg(feature = "embedded")]
         DatastoreConfig::Local(c) => {
             let path = c.path_or_default(data_dir);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|source| AppError::Io {
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
-            }
             let datastore = wisp_store_embedded::SqliteDatastore::open(&path)
                 .map_err(|e| AppError::store(format!("the database {}", path.display()), e))?;
             Ok(Arc::new(datastore))

@@ -62,7 +62,7 @@ impl LocalFilestore {
     /// Uses `root` (created if missing) as the store. Blocks briefly: call at startup.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
-        fs::create_dir_all(&root).map_err(|e| {
+        crate::private_fs::create_dir_all(&root).map_err(|e| {
             StoreError::Unavailable(format!("creating filestore root {}: {e}", root.display()))
         })?;
         let locks = (0..LOCK_SHARDS).map(|_| Arc::new(Mutex::new(()))).collect();
@@ -133,7 +133,7 @@ fn write_atomic(path: &str, full: &Path, data: &[u8]) -> Result<()> {
     let mut attempt = 0;
     let (tmp, mut file) = loop {
         attempt += 1;
-        fs::create_dir_all(dir).map_err(|e| match e.kind() {
+        crate::private_fs::create_dir_all(dir).map_err(|e| match e.kind() {
             io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => {
                 StoreError::InvalidArgument(format!("object path {path:?}: a parent is an object"))
             }
@@ -141,11 +141,7 @@ fn write_atomic(path: &str, full: &Path, data: &[u8]) -> Result<()> {
         })?;
         let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!("{TMP_PREFIX}{}.{n}", std::process::id()));
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
+        match crate::private_fs::new_file().open(&tmp) {
             Ok(file) => break (tmp, file),
             // A concurrent delete pruned the directory between the two calls: again.
             Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < MAX_DIR_ATTEMPTS => {}

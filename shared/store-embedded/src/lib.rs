@@ -5,6 +5,7 @@
 //! AWS backends can fall back on it without linking SQLite; it is re-exported here.
 
 pub mod filestore;
+mod private_fs;
 pub mod sqlite;
 
 pub use wisp_store::memory_cache as cache;

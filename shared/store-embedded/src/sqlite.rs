@@ -105,10 +105,13 @@ impl SqliteDatastore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
+            crate::private_fs::create_dir_all(parent).map_err(|e| {
                 StoreError::Unavailable(format!("creating {}: {e}", parent.display()))
             })?;
         }
+        crate::private_fs::ensure_file(path).map_err(|e| {
+            StoreError::Unavailable(format!("creating sqlite database {}: {e}", path.display()))
+        })?;
         let conn = Connection::open(path).map_err(|e| {
             StoreError::Unavailable(format!("opening sqlite database {}: {e}", path.display()))
         })?;

@@ -28,7 +28,7 @@ use wisp_store::stores::Stores;
 pub use wisp_auth::PipedCaller;
 
 use crate::error::ServiceError;
-use crate::support::{new_id, now_unix, update_checked};
+use crate::support::{now_unix, update_checked};
 use owners::OwnerCache;
 
 /// The PipedService implementation over a set of stores.

@@ -53,6 +53,24 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// An id in the same form as [`new_id`], but the same every time for the same `parts`:
+/// for objects a retried call must find instead of making twice.
+pub(crate) fn derived_id(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in parts {
+        // Length-prefixed, so that no two lists of parts hash the same bytes.
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
+}
+
 /// bcrypt of a freshly generated key or password, off the async workers (it takes tens
 /// of milliseconds by design).
 pub(crate) async fn hash_secret(secret: String, what: &str) -> Result<String, ServiceError> {

@@ -1756,3 +1756,57 @@ async fn application_configurations() {
             .is_empty()
     );
 }
+
+/// A retried CreateDeploymentChain (the piped timed out and called again) makes one
+/// chain, one first deployment and one command per application, not one set per try.
+#[tokio::test]
+async fn a_retried_chain_creation_makes_nothing_twice() {
+    let env = env().await;
+    env.stores
+        .applications
+        .create(app(P1, "piped-2", "app-web", "web"))
+        .await
+        .expect("seed");
+    let request = || CreateDeploymentChainRequest {
+        first_deployment: Some(deployment(P1, "piped-1", "app-1", "dep-retried")),
+        matchers: vec![create_deployment_chain_request::ApplicationMatcher {
+            name: "web".into(),
+            ..Default::default()
+        }],
+    };
+    for _ in 0..3 {
+        env.api
+            .create_deployment_chain(&me(), request())
+            .await
+            .expect("create chain (again)");
+    }
+    let chains = env
+        .stores
+        .deployment_chains
+        .list_all(wisp_store::entities::slot::CHAIN_BY_PROJECT, P1, None)
+        .await
+        .expect("chains");
+    assert_eq!(chains.len(), 1, "{chains:?}");
+    let first = env
+        .stores
+        .deployments
+        .get(P1, "dep-retried")
+        .await
+        .expect("first deployment");
+    assert_eq!(first.deployment_chain_id, chains[0].id);
+    let commands = env
+        .stores
+        .commands
+        .list_all(
+            wisp_store::entities::slot::COMMAND_UNHANDLED,
+            wisp_store::entities::pk::COMMAND_UNHANDLED,
+            None,
+        )
+        .await
+        .expect("commands");
+    let chain_commands: Vec<_> = commands
+        .iter()
+        .filter(|c| c.commander == chains[0].id)
+        .collect();
+    assert_eq!(chain_commands.len(), 1, "{chain_commands:?}");
+}

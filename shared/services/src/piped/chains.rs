@@ -14,14 +14,20 @@ use wisp_store::StoreError;
 use wisp_store::entities::{pk, slot};
 
 use super::deployments::prepare_new_deployment;
-use super::{PipedApi, PipedCaller, new_id, now_unix};
+use super::{PipedApi, PipedCaller, now_unix};
 use crate::error::ServiceError;
+use crate::support::derived_id;
 
 impl PipedApi {
     /// Creates a chain whose block 0 is `first_deployment` and whose block i (i ≥ 1) holds
     /// the project's enabled applications matching matcher i-1; then creates the first
     /// deployment (with the chain id) and one CHAIN_SYNC_APPLICATION command per
     /// application of the other blocks, addressed to that application's piped.
+    ///
+    /// Deviation: upstream gives the chain and its commands random ids, so a retried call
+    /// (a timeout the piped retries) leaves another chain each time. Here they derive from
+    /// the project and the first deployment's id: a retry finds what the first attempt
+    /// made, finishes what it did not, and creates nothing twice.
     pub async fn create_deployment_chain(
         &self,
         caller: &PipedCaller,
@@ -80,18 +86,18 @@ impl PipedApi {
         }
 
         let chain = model::DeploymentChain {
-            id: new_id(),
+            id: derived_id(&["deployment-chain", &caller.project_id, &first.id]),
             project_id: caller.project_id.clone(),
             status: ChainStatus::DeploymentChainPending as i32,
             blocks,
             ..Default::default()
         };
         let chain_id = chain.id.clone();
-        self.stores
-            .deployment_chains
-            .create(chain)
-            .await
-            .map_err(|e| ServiceError::store(e, "trigger new deployment chain"))?;
+        match self.stores.deployment_chains.create(chain).await {
+            // A retry: the chain is the one the first attempt made.
+            Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
+            Err(e) => return Err(ServiceError::store(e, "trigger new deployment chain")),
+        }
 
         first.deployment_chain_id = chain_id.clone();
         first.deployment_chain_block_index = 0;
@@ -99,11 +105,10 @@ impl PipedApi {
             "trigger deployment {} for the first application in chain",
             first.id
         );
-        self.stores
-            .deployments
-            .create(first)
-            .await
-            .map_err(|e| ServiceError::store(e, &what))?;
+        match self.stores.deployments.create(first).await {
+            Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
+            Err(e) => return Err(ServiceError::store(e, &what)),
+        }
 
         for (i, apps) in block_apps.into_iter().enumerate() {
             let block_index = u32::try_from(i + 1).map_err(|_| {
@@ -111,7 +116,7 @@ impl PipedApi {
             })?;
             for app in apps {
                 let command = model::Command {
-                    id: new_id(),
+                    id: derived_id(&["chain-command", &chain_id, &app.id]),
                     piped_id: app.piped_id.clone(),
                     application_id: app.id.clone(),
                     project_id: app.project_id.clone(),
@@ -125,12 +130,15 @@ impl PipedApi {
                     }),
                     ..Default::default()
                 };
-                self.stores.commands.create(command).await.map_err(|e| {
-                    ServiceError::store(
-                        e,
-                        &format!("create command to trigger application {} in chain", app.id),
-                    )
-                })?;
+                match self.stores.commands.create(command).await {
+                    Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
+                    Err(e) => {
+                        return Err(ServiceError::store(
+                            e,
+                            &format!("create command to trigger application {} in chain", app.id),
+                        ));
+                    }
+                }
             }
         }
         Ok(CreateDeploymentChainResponse {})

@@ -47,6 +47,13 @@ pub struct DurationParseError {
     reason: &'static str,
 }
 
+impl DurationParseError {
+    /// Why, without the rejected text (which may have been a secret in the wrong place).
+    pub fn reason(&self) -> &'static str {
+        self.reason
+    }
+}
+
 impl FromStr for GoDuration {
     type Err = DurationParseError;
 
@@ -214,7 +221,10 @@ impl<'de> Deserialize<'de> for GoDuration {
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> Result<GoDuration, E> {
-                v.parse().map_err(E::custom)
+                // Config errors never echo values.
+                v.parse().map_err(|e: DurationParseError| {
+                    E::custom(format_args!("invalid duration: {}", e.reason()))
+                })
             }
 
             // Upstream also accepts a bare number, read as nanoseconds.

@@ -71,7 +71,7 @@ impl ConfigError {
     /// offending token so that messages read
     /// `file.yaml: spec: unknown field `x` at line 4 column 3, expected one of ...`.
     pub(crate) fn from_yaml(source_name: &str, err: &serde_norway::Error) -> Self {
-        let text = err.to_string();
+        let text = redact_values(&err.to_string());
         let location = err.location().map(|l| (l.line(), l.column()));
         let detail = match location {
             Some((line, column)) => place_location(&text, line, column),
@@ -84,6 +84,48 @@ impl ConfigError {
             column: location.map(|l| l.1),
         }
     }
+}
+
+/// The parser's message without the values it quotes: a value in the wrong place may be
+/// a secret (a password pasted under the wrong key), and config errors reach logs.
+/// Field names, types and the expected forms stay.
+fn redact_values(text: &str) -> String {
+    // serde's `Unexpected` forms: `string "…"`, `integer `…``, `floating point `…``,
+    // `boolean `…``, `character `…``, and `unknown variant `…``.
+    const FORMS: [(&str, char, &str); 6] = [
+        ("string \"", '"', "a string"),
+        ("integer `", '`', "an integer"),
+        ("floating point `", '`', "a number"),
+        ("boolean `", '`', "a boolean"),
+        ("character `", '`', "a character"),
+        ("unknown variant `", '`', "an unknown variant"),
+    ];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    'scan: while !rest.is_empty() {
+        for (opening, close, replacement) in FORMS {
+            if let Some(after) = rest.strip_prefix(opening) {
+                let mut escaped = false;
+                for (i, c) in after.char_indices() {
+                    if c == close && !escaped {
+                        out.push_str(replacement);
+                        rest = &after[i + c.len_utf8()..];
+                        continue 'scan;
+                    }
+                    escaped = c == '\\' && !escaped;
+                }
+                // Unterminated: drop the rest rather than risk printing a value.
+                out.push_str(replacement);
+                return out;
+            }
+        }
+        let mut chars = rest.chars();
+        if let Some(c) = chars.next() {
+            out.push(c);
+        }
+        rest = chars.as_str();
+    }
+    out
 }
 
 fn describe_header(field: &str, found: Option<&str>, expected: &str) -> String {
@@ -115,7 +157,7 @@ fn place_location(text: &str, line: usize, column: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::place_location;
+    use super::{place_location, redact_values};
 
     #[test]
     fn location_goes_before_expected_list() {
@@ -132,5 +174,27 @@ mod tests {
             "invalid type: string \"x\" at line 2 column 1"
         );
         assert_eq!(place_location("oops", 1, 1), "oops at line 1 column 1");
+    }
+
+    #[test]
+    fn quoted_values_are_dropped() {
+        assert_eq!(
+            redact_values(r#"spec.x: invalid type: string "hunter2", expected a boolean"#),
+            "spec.x: invalid type: a string, expected a boolean"
+        );
+        assert_eq!(
+            redact_values("invalid value: integer `42`, expected u8 at line 3"),
+            "invalid value: an integer, expected u8 at line 3"
+        );
+        assert_eq!(
+            redact_values("unknown variant `MYSQLX`, expected one of `LOCAL`, `MYSQL`"),
+            "an unknown variant, expected one of `LOCAL`, `MYSQL`"
+        );
+        assert_eq!(
+            redact_values(r#"invalid type: string "a \"quoted\" secret", expected x"#),
+            "invalid type: a string, expected x"
+        );
+        assert_eq!(redact_values(r#"string "open"#), "a string");
+        assert_eq!(redact_values("unknown field `foo`"), "unknown field `foo`");
     }
 }

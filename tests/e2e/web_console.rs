@@ -633,6 +633,14 @@ async fn console_static_files_and_client_side_routes() {
         .await;
     let cookie = set_cookie(&resp, "token").expect("a token cookie");
     assert!(!cookie.contains("Secure"), "{cookie}");
+    // Plain HTTP: the framing and sniffing guards, but no HSTS.
+    assert_eq!(resp.headers["x-frame-options"], "DENY");
+    assert_eq!(
+        resp.headers["content-security-policy"],
+        "frame-ancestors 'none'"
+    );
+    assert_eq!(resp.headers["x-content-type-options"], "nosniff");
+    assert!(resp.headers.get("strict-transport-security").is_none());
     let resp = wisp.http_post("/auth/logout", &[], Vec::new()).await;
     let cleared = set_cookie(&resp, "token").expect("the cookie is cleared");
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
@@ -998,4 +1006,20 @@ async fn a_plugin_applications_live_state_spans_its_deploy_targets() {
         .map(|l| l.resources.into_iter().map(|r| r.id).collect())
         .unwrap_or_default();
     assert_eq!(ids, ["east-deploy", "west-deploy"]);
+}
+
+/// Behind HTTPS (cookies `Secure`, the default) console responses also carry HSTS.
+#[tokio::test]
+async fn console_responses_carry_security_headers() {
+    let wisp = Wisp::start();
+    let resp = wisp.login_static(QUICKSTART, "hello-pipecd", "wrong").await;
+    assert_eq!(resp.headers["x-frame-options"], "DENY", "{resp:?}");
+    assert_eq!(resp.headers["referrer-policy"], "same-origin");
+    assert!(
+        resp.headers["strict-transport-security"]
+            .to_str()
+            .expect("ASCII")
+            .starts_with("max-age="),
+        "{resp:?}"
+    );
 }

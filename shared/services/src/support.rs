@@ -55,6 +55,7 @@ pub(crate) fn new_id() -> String {
 
 /// An id in the same form as [`new_id`], but the same every time for the same `parts`:
 /// for objects a retried call must find instead of making twice.
+#[cfg(feature = "piped")]
 pub(crate) fn derived_id(parts: &[&str]) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();

@@ -126,13 +126,20 @@ async fn revocations_reach_another_instance_within_the_bound() {
     let wisp = Wisp::start();
     let second = Server::start(wisp.data_dir());
     let piped = wisp.add_piped(QUICKSTART, "disabled-elsewhere");
+    let rotated = wisp.add_piped(QUICKSTART, "rotated-elsewhere");
+    let new_key = wisp.rotate_key(&rotated);
     let rw = wisp.add_api_key(QUICKSTART, "ci", "READ_WRITE");
     let token = wisp.admin_session().await;
     let mut on_second = connect(second.addr(), Via::Grpc, Some(&piped.authorization())).await;
+    let mut old_key = connect(second.addr(), Via::Grpc, Some(&rotated.authorization())).await;
+    let mut new_key_client =
+        connect(second.addr(), Via::Grpc, Some(&new_key.authorization())).await;
     let mut pipectl = api_client_at(second.addr(), Via::Grpc, Some(&rw.authorization())).await;
     let mut console = web_client(second.addr(), Via::GrpcWeb, Some(&token)).await;
     let poll = ListUnhandledCommandsRequest::default;
     ok(on_second.list_unhandled_commands(poll()).await);
+    ok(old_key.list_unhandled_commands(poll()).await);
+    ok(new_key_client.list_unhandled_commands(poll()).await);
     ok(pipectl
         .list_applications(api::ListApplicationsRequest::default())
         .await);
@@ -141,6 +148,13 @@ async fn revocations_reach_another_instance_within_the_bound() {
     // Revoked by admin commands (processes of their own).
     wisp.cli_ok(&["piped", "disable", "--project", QUICKSTART, &piped.id]);
     wisp.cli_ok(&["api-key", "disable", "--project", QUICKSTART, &rw.id]);
+    wisp.cli_ok(&[
+        "piped",
+        "delete-old-keys",
+        "--project",
+        QUICKSTART,
+        &rotated.id,
+    ]);
     let piped_took = until_refused("disabled piped", || {
         let mut c = on_second.clone();
         async move { c.list_unhandled_commands(poll()).await }
@@ -154,10 +168,17 @@ async fn revocations_reach_another_instance_within_the_bound() {
         }
     })
     .await;
+    let old_key_took = until_refused("deleted old piped key", || {
+        let mut c = old_key.clone();
+        async move { c.list_unhandled_commands(poll()).await }
+    })
+    .await;
+    ok(new_key_client.list_unhandled_commands(poll()).await);
     println!(
-        "revocation across instances: piped {} ms, API key {} ms",
+        "revocation across instances: piped {} ms, API key {} ms, old key {} ms",
         piped_took.as_millis(),
-        key_took.as_millis()
+        key_took.as_millis(),
+        old_key_took.as_millis()
     );
 
     // Logged out on the first: refused on the second within the bound.

@@ -50,6 +50,15 @@ pub struct ServeArgs {
     /// the default password `hello-pipecd` (refused otherwise).
     #[arg(long, env = "WISP_ALLOW_DEFAULT_PASSWORD")]
     pub allow_default_password: bool,
+    /// Longest time a call may take, reading its request included: a client that stalls
+    /// mid-upload is cut off then (a shorter `grpc-timeout` from the client wins).
+    #[arg(
+        long,
+        env = "WISP_REQUEST_TIMEOUT",
+        default_value = "60s",
+        value_parser = super::flags::parse_duration
+    )]
+    pub request_timeout: Duration,
     /// Do not run the scheduled jobs here (for instances beside one that runs them; see
     /// `wisp jobs list` for what they are and how often they run).
     #[arg(long, env = "WISP_NO_JOBS")]
@@ -73,6 +82,11 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             "--web-dir {}: no index.html there (point it at the console's build output)",
             dir.display()
         )));
+    }
+    if args.request_timeout.is_zero() {
+        return Err(CliError::Usage(
+            "--request-timeout must be more than 0".into(),
+        ));
     }
     let app = App::open(&args.stores.sources(key)).await?;
     check_default_passwords(&app, args.addr, args.allow_default_password).await?;
@@ -106,6 +120,11 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         // Detect dead piped connections instead of holding them (and shutdown) forever.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        // Bounds a client controls: the time of a call, and how many calls one
+        // connection may have in flight.
+        .timeout(args.request_timeout)
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
+        .concurrency_limit_per_connection(MAX_STREAMS_PER_CONNECTION as usize)
         .layer(EdgeLayer)
         .layer(wisp_console::ConsoleLayer::new(Arc::new(console)))
         .layer(GrpcWebLayer::new())
@@ -224,6 +243,9 @@ async fn check_default_passwords(
     tracing::warn!(addr = %addr, projects = %weak.join(", "), "serving with the default static admin password");
     Ok(())
 }
+
+/// Calls one connection may have in flight (an upstream piped makes a few at a time).
+const MAX_STREAMS_PER_CONNECTION: u32 = 100;
 
 /// How long in-flight calls may take to finish after SIGTERM / Ctrl-C.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);

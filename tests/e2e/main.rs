@@ -15,6 +15,7 @@ mod bridge;
 mod console_browser;
 mod console_sso;
 mod grpc_web;
+mod hostile;
 mod infra_routes;
 mod instances;
 mod lambda_e2e;

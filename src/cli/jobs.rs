@@ -40,8 +40,10 @@ pub enum JobsCommand {
 pub async fn run(cmd: JobsCommand) -> Result<(), CliError> {
     match cmd {
         JobsCommand::List { stores, json } => {
-            let app = stores.open().await?;
-            let schedule = app.job_schedule();
+            // The periods come from the config alone: no store is opened.
+            let loaded =
+                wisp_app::sources::load(&stores.sources(wisp_app::KeySource::None)).await?;
+            let schedule = wisp_app::job_schedule(&loaded.config);
             if json {
                 let rows: Vec<serde_json::Value> = schedule
                     .entries()

@@ -112,7 +112,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     // Tests and scripts wait for this line to know the port (useful with --addr :0).
     println!("wisp listening on {local}");
     app.log_ready("wisp serve");
-    tracing::info!(addr = %local, data = %app.describe(), "wisp serve ready");
+    tracing::info!(addr = %local, "wisp serve ready");
 
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = Server::builder()

@@ -300,23 +300,7 @@ impl App {
     /// How often `wisp serve` runs each job (`jobs` in the configuration).
     #[cfg(feature = "jobs")]
     pub fn job_schedule(&self) -> wisp_jobs::schedule::Schedule {
-        let jobs = &self.config.spec.jobs;
-        wisp_jobs::schedule::Schedule::new(vec![
-            (
-                wisp_jobs::Job::OrphanCommands,
-                jobs.orphan_commands_interval(),
-            ),
-            (wisp_jobs::Job::PipedStats, jobs.piped_stats_interval()),
-            (
-                wisp_jobs::Job::PlanPreviewOutputs,
-                jobs.plan_preview_outputs_interval(),
-            ),
-            (
-                wisp_jobs::Job::DeploymentChains,
-                jobs.deployment_chains_interval(),
-            ),
-            (wisp_jobs::Job::Insights, jobs.insights_interval()),
-        ])
+        job_schedule(&self.config)
     }
 
     // ---- reporting -----------------------------------------------------------------
@@ -385,6 +369,24 @@ pub struct ConsoleOptions {
     pub insecure_cookie: bool,
     /// The console's built files; without them only `/auth/*` and `/healthz` answer.
     pub static_files: Option<wisp_console::StaticFiles>,
+}
+
+/// How often `wisp serve` runs each job under `config` (its `jobs` section); needs no
+/// store.
+#[cfg(feature = "jobs")]
+pub fn job_schedule(config: &Config) -> wisp_jobs::schedule::Schedule {
+    use wisp_jobs::Job;
+    let jobs = &config.spec.jobs;
+    wisp_jobs::schedule::Schedule::new(vec![
+        (Job::OrphanCommands, jobs.orphan_commands_interval()),
+        (Job::PipedStats, jobs.piped_stats_interval()),
+        (
+            Job::PlanPreviewOutputs,
+            jobs.plan_preview_outputs_interval(),
+        ),
+        (Job::DeploymentChains, jobs.deployment_chains_interval()),
+        (Job::Insights, jobs.insights_interval()),
+    ])
 }
 
 #[cfg(feature = "jobs")]

@@ -19,6 +19,8 @@ pub mod stores;
 
 #[cfg(feature = "console")]
 pub use app::ConsoleOptions;
+#[cfg(feature = "jobs")]
+pub use app::job_schedule;
 pub use app::{App, QUICKSTART_PASSWORD, QUICKSTART_PROJECT, QUICKSTART_USER};
 pub use error::AppError;
 pub use sources::{ConfigSource, KeySource, Sources};

@@ -688,12 +688,9 @@ impl Wisp {
         let mut front = LambdaFront::start(&backend, dir.path());
         front.admin = Some(admin);
         Some(Wisp {
-            server: None,
-            bridge: std::sync::OnceLock::new(),
-            dir,
             aws: Some(backend),
             lambda: Some(front),
-            jobs_config: None,
+            ..Wisp::stopped(dir)
         })
     }
 

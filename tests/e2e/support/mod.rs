@@ -233,15 +233,24 @@ impl Wisp {
         Self::launch(tempfile::tempdir().expect("create a data dir"), None)
     }
 
-    /// Starts `wisp serve` on `dir`, with the stores `aws` names (embedded when `None`).
-    fn launch(dir: TempDir, aws: Option<aws::AwsBackend>) -> Wisp {
-        let mut wisp = Wisp {
+    /// A control plane on `dir` with nothing started and embedded stores; the
+    /// constructors below change what they need.
+    fn stopped(dir: TempDir) -> Wisp {
+        Wisp {
             server: None,
             bridge: std::sync::OnceLock::new(),
             dir,
-            aws,
+            aws: None,
             lambda: None,
             jobs_config: None,
+        }
+    }
+
+    /// Starts `wisp serve` on `dir`, with the stores `aws` names (embedded when `None`).
+    fn launch(dir: TempDir, aws: Option<aws::AwsBackend>) -> Wisp {
+        let mut wisp = Wisp {
+            aws,
+            ..Wisp::stopped(dir)
         };
         wisp.server = Some(wisp.start_server());
         wisp
@@ -264,12 +273,8 @@ impl Wisp {
         )
         .expect("write the config");
         let mut wisp = Wisp {
-            server: None,
-            bridge: std::sync::OnceLock::new(),
-            dir,
-            aws: None,
-            lambda: None,
             jobs_config: Some(config),
+            ..Wisp::stopped(dir)
         };
         wisp.server = Some(wisp.start_server());
         wisp

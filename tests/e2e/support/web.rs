@@ -96,11 +96,7 @@ impl Wisp {
         let server = super::Server::start_with(dir.path(), args, &[]);
         Wisp {
             server: Some(server),
-            bridge: std::sync::OnceLock::new(),
-            dir,
-            aws: None,
-            lambda: None,
-            jobs_config: None,
+            ..Wisp::stopped(dir)
         }
     }
 }

@@ -6,7 +6,168 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use support::Wisp;
+use support::{QUICKSTART, Wisp};
+
+const REPORT_PLANNED: &str = "/grpc.service.pipedservice.PipedService/ReportDeploymentPlanned";
+const REPORT_LIVE_STATE: &str =
+    "/grpc.service.pipedservice.PipedService/ReportApplicationLiveState";
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(data).expect("gzip");
+    enc.finish().expect("gzip")
+}
+
+/// One gRPC message frame (compressed flag, big-endian length, payload).
+fn frame(compressed: bool, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![u8::from(compressed)];
+    out.extend_from_slice(&u32::try_from(payload.len()).expect("len").to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A protobuf length-delimited field `number` holding `value`.
+fn field(number: u8, value: &[u8]) -> Vec<u8> {
+    let mut out = vec![(number << 3) | 2];
+    let mut len = value.len();
+    while len >= 0x80 {
+        out.push(u8::try_from(len & 0x7f).expect("7 bits") | 0x80);
+        len >>= 7;
+    }
+    out.push(u8::try_from(len).expect("7 bits"));
+    out.extend_from_slice(value);
+    out
+}
+
+/// `count` empty elements of the repeated message field `number`: 2 bytes each on the
+/// wire, a few hundred once decoded.
+fn empty_elements(number: u8, count: usize) -> Vec<u8> {
+    std::iter::repeat_n([(number << 3) | 2, 0], count)
+        .flatten()
+        .collect()
+}
+
+/// `ReportDeploymentPlannedRequest` with `count` empty stages (field 6), gzipped.
+fn planned_bomb(count: usize) -> Vec<u8> {
+    frame(true, &gzip(&empty_elements(6, count)))
+}
+
+async fn post_grpc_web(
+    wisp: &Wisp,
+    path: &str,
+    authorization: Option<&str>,
+    body: Vec<u8>,
+) -> support::RawResponse {
+    let mut headers = vec![
+        ("content-type", "application/grpc-web+proto"),
+        ("grpc-encoding", "gzip"),
+    ];
+    if let Some(auth) = authorization {
+        headers.push(("authorization", auth));
+    }
+    wisp.http_post(path, &headers, body).await
+}
+
+fn grpc_status(resp: &support::RawResponse) -> (String, String) {
+    let header = |name: &str| {
+        resp.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    // grpc-message is percent-encoded; these messages only need their spaces back.
+    (
+        header("grpc-status"),
+        header("grpc-message").replace("%20", " "),
+    )
+}
+
+/// 100 gzip bombs at once without credentials: each is refused as UNAUTHENTICATED before
+/// its body is read, and the server's peak memory barely moves (it used to decode each
+/// one, 2 GB apiece, before looking at the credentials).
+#[tokio::test]
+async fn unauthenticated_bombs_are_refused_unread() {
+    let wisp = Wisp::start();
+    // 16 MiB of empty stages, about 16 KB compressed.
+    let bomb = planned_bomb(8 * 1024 * 1024);
+    assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
+    let (idle_kib, _) = wisp.server().memory_kib();
+    let wisp = std::sync::Arc::new(wisp);
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let (wisp, bomb) = (wisp.clone(), bomb.clone());
+        calls.spawn(async move {
+            let resp = post_grpc_web(&wisp, REPORT_PLANNED, None, bomb).await;
+            grpc_status(&resp)
+        });
+    }
+    while let Some(status) = calls.join_next().await {
+        let (code, message) = status.expect("a call");
+        assert_eq!(code, "16", "{message}");
+    }
+    let (_, peak_kib) = wisp.server().memory_kib();
+    println!("idle {idle_kib} KiB, peak {peak_kib} KiB");
+    assert!(
+        peak_kib < idle_kib + 64 * 1024,
+        "peak {peak_kib} KiB against {idle_kib} KiB idle"
+    );
+}
+
+/// A piped with a valid key is held to each RPC's bound and to the decode budget: a gzip
+/// bomb gets RESOURCE_EXHAUSTED, memory stays bounded, and real calls keep working.
+#[tokio::test]
+async fn authenticated_bombs_get_resource_exhausted() {
+    let wisp = Wisp::start();
+    let piped = wisp.add_piped(QUICKSTART, "bombs");
+    let auth = piped.authorization();
+    let (idle_kib, _) = wisp.server().memory_kib();
+
+    // Past ReportDeploymentPlanned's 1 MiB bound once inflated: cut while inflating.
+    let resp = post_grpc_web(&wisp, REPORT_PLANNED, Some(&auth), planned_bomb(4 << 20)).await;
+    let (code, message) = grpc_status(&resp);
+    assert_eq!(code, "8", "{message}");
+    assert!(
+        message.contains("ReportDeploymentPlanned accepts at most"),
+        "{message}"
+    );
+
+    // Within ReportApplicationLiveState's 16 MiB bound, but 7 million empty resources
+    // (snapshot 1 > kubernetes 10 > resources 1) would decode to gigabytes.
+    let resources = empty_elements(1, 7_000_000);
+    let snapshot = field(1, &field(10, &resources));
+    let resp = post_grpc_web(
+        &wisp,
+        REPORT_LIVE_STATE,
+        Some(&auth),
+        frame(true, &gzip(&snapshot)),
+    )
+    .await;
+    let (code, message) = grpc_status(&resp);
+    assert_eq!(code, "8", "{message}");
+    assert!(message.contains("server busy"), "{message}");
+
+    // Not gzip at all, and two messages in one unary body: INVALID_ARGUMENT.
+    let resp = post_grpc_web(&wisp, REPORT_PLANNED, Some(&auth), frame(true, b"junk")).await;
+    assert_eq!(grpc_status(&resp).0, "3", "{resp:?}");
+
+    let (_, peak_kib) = wisp.server().memory_kib();
+    println!("idle {idle_kib} KiB, peak {peak_kib} KiB");
+    assert!(
+        peak_kib < idle_kib + 128 * 1024,
+        "peak {peak_kib} KiB against {idle_kib} KiB idle"
+    );
+
+    // The piped's ordinary calls still work, compressed or not.
+    let mut client = wisp.piped_client(support::Via::Grpc, &piped).await;
+    support::ok(
+        client
+            .report_stat(wisp_proto::pipedservice::ReportStatRequest {
+                piped_stats: b"up 1\n".to_vec(),
+            })
+            .await,
+    );
+}
 
 /// A client that announces a large request body, sends a little of it and stalls is cut
 /// off at `--request-timeout`, instead of holding the server's memory and a connection
@@ -14,13 +175,19 @@ use support::Wisp;
 #[test]
 fn a_stalled_upload_is_cut_off_at_the_request_timeout() {
     let wisp = Wisp::start_with_serve_args(&["--request-timeout".into(), "2s".into()]);
+    // With credentials, so that the server waits for the body.
+    let piped = wisp.add_piped(QUICKSTART, "stalled");
     let mut conn = TcpStream::connect(wisp.addr()).expect("connect");
     conn.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("read timeout");
-    let head = "POST /grpc.service.pipedservice.PipedService/ReportStat HTTP/1.1\r\n\
-                host: wisp\r\n\
-                content-type: application/grpc-web+proto\r\n\
-                content-length: 1000000\r\n\r\n";
+    let head = format!(
+        "POST /grpc.service.pipedservice.PipedService/ReportStat HTTP/1.1\r\n\
+         host: wisp\r\n\
+         authorization: {}\r\n\
+         content-type: application/grpc-web+proto\r\n\
+         content-length: 1000000\r\n\r\n",
+        piped.authorization()
+    );
     conn.write_all(head.as_bytes()).expect("headers");
     conn.write_all(&[0u8, 0, 0, 0x0f, 0x42])
         .expect("a few bytes");

@@ -3,17 +3,61 @@
 
 use std::sync::Arc;
 
-use tonic::metadata::MetadataMap;
+use async_trait::async_trait;
 use tonic::{Request, Response, Status};
 use wisp_auth::{ApiKeyAuthSource, ApiKeyCaller, ApiKeyVerifier};
 use wisp_proto::apiservice::api_service_server::{ApiService, ApiServiceServer};
 use wisp_proto::apiservice::*;
 use wisp_services::api::ApiApi;
 
+use crate::gate::{Admit, DecodeBudget, Gate};
 use crate::status::{from_auth_error, from_service_error};
 
-/// Largest message pipectl may send or receive (stage logs can be long).
+/// Largest message pipectl may receive (stage logs can be long); what it may send is
+/// bounded per RPC by [`crate::limits::API`].
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The served APIService: the gate, then tonic.
+pub type ApiServer<S> = Gate<ApiAdmit<S>, ApiServiceServer<ApiGrpc<S>>>;
+
+/// Admits callers by their `API-KEY`.
+pub struct ApiAdmit<S: ApiKeyAuthSource> {
+    api: Arc<ApiApi>,
+    verifier: Arc<ApiKeyVerifier<S>>,
+}
+
+impl<S: ApiKeyAuthSource> std::fmt::Debug for ApiAdmit<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiAdmit").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<S: ApiKeyAuthSource + 'static> Admit for ApiAdmit<S> {
+    type Caller = ApiKeyCaller;
+    async fn admit(
+        &self,
+        _method: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<ApiKeyCaller, Status> {
+        let header = headers.get("authorization").and_then(|v| v.to_str().ok());
+        authenticate(&self.api, &self.verifier, header).await
+    }
+}
+
+async fn authenticate<S: ApiKeyAuthSource>(
+    api: &ApiApi,
+    verifier: &ApiKeyVerifier<S>,
+    header: Option<&str>,
+) -> Result<ApiKeyCaller, Status> {
+    let credential = wisp_auth::parse_api_key(header).map_err(from_auth_error)?;
+    let caller = verifier
+        .verify(&credential)
+        .await
+        .map_err(from_auth_error)?;
+    api.record_key_use(&caller).await;
+    Ok(caller)
+}
 
 pub struct ApiGrpc<S: ApiKeyAuthSource> {
     api: Arc<ApiApi>,
@@ -31,25 +75,30 @@ impl<S: ApiKeyAuthSource + 'static> ApiGrpc<S> {
         ApiGrpc { api, verifier }
     }
 
-    /// The tonic service, ready to add to a router.
-    pub fn into_server(self) -> ApiServiceServer<Self> {
-        // `wisp bridge` gzips large requests (an ALB passes at most 1 MB to a Lambda).
-        ApiServiceServer::new(self)
-            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    /// The service behind its gate, ready to add to a router. The gate decompresses
+    /// (`wisp bridge` gzips large requests: an ALB passes at most 1 MB to a Lambda).
+    pub fn into_server(self) -> ApiServer<S> {
+        let admit = Arc::new(ApiAdmit {
+            api: self.api.clone(),
+            verifier: self.verifier.clone(),
+        });
+        let server = ApiServiceServer::new(self)
+            .max_decoding_message_size(crate::limits::API.max())
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Gate::new(admit, &crate::limits::API, DecodeBudget::process(), server)
     }
 
-    async fn authenticate(&self, metadata: &MetadataMap) -> Result<ApiKeyCaller, Status> {
-        let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
-        let credential = wisp_auth::parse_api_key(header).map_err(from_auth_error)?;
-        let caller = self
-            .verifier
-            .verify(&credential)
-            .await
-            .map_err(from_auth_error)?;
-        self.api.record_key_use(&caller).await;
-        Ok(caller)
+    /// The caller the gate admitted; called without the gate (in-process), the key is
+    /// checked here.
+    async fn caller<T>(&self, request: &Request<T>) -> Result<ApiKeyCaller, Status> {
+        match request.extensions().get::<ApiKeyCaller>() {
+            Some(caller) => Ok(caller.clone()),
+            None => {
+                let metadata = request.metadata();
+                let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
+                authenticate(&self.api, &self.verifier, header).await
+            }
+        }
     }
 }
 
@@ -59,7 +108,7 @@ macro_rules! api_rpcs {
         impl<S: ApiKeyAuthSource + 'static> ApiService for ApiGrpc<S> {
             $(
                 async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
-                    let caller = self.authenticate(request.metadata()).await?;
+                    let caller = self.caller(&request).await?;
                     self.api
                         .$method(&caller, request.into_inner())
                         .await

@@ -6,6 +6,8 @@
 #[cfg(feature = "api")]
 pub mod api;
 pub mod edge;
+pub mod gate;
+pub mod limits;
 #[cfg(feature = "piped")]
 pub mod piped;
 pub mod status;

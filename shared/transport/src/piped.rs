@@ -2,17 +2,50 @@
 
 use std::sync::Arc;
 
-use tonic::metadata::MetadataMap;
+use async_trait::async_trait;
 use tonic::{Request, Response, Status};
 use wisp_auth::{PipedCaller, PipedKeySource, PipedVerifier};
 use wisp_proto::pipedservice::piped_service_server::{PipedService, PipedServiceServer};
 use wisp_proto::pipedservice::*;
 use wisp_services::piped::PipedApi;
 
+use crate::gate::{Admit, DecodeBudget, Gate};
 use crate::status::{from_auth_error, from_service_error};
 
-/// Largest message a piped may send or receive (live-state snapshots can be big).
+/// Largest message a piped may receive (live-state snapshots can be big); what it may
+/// send is bounded per RPC by [`crate::limits::PIPED`].
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The served PipedService: the gate, then tonic.
+pub type PipedServer<S> = Gate<PipedAdmit<S>, PipedServiceServer<PipedGrpc<S>>>;
+
+/// Admits pipeds by their `PIPED-TOKEN`.
+pub struct PipedAdmit<S: PipedKeySource> {
+    verifier: Arc<PipedVerifier<S>>,
+}
+
+impl<S: PipedKeySource> std::fmt::Debug for PipedAdmit<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipedAdmit").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<S: PipedKeySource + 'static> Admit for PipedAdmit<S> {
+    type Caller = PipedCaller;
+    async fn admit(&self, _method: &str, headers: &http::HeaderMap) -> Result<PipedCaller, Status> {
+        let header = headers.get("authorization").and_then(|v| v.to_str().ok());
+        authenticate(&self.verifier, header).await
+    }
+}
+
+async fn authenticate<S: PipedKeySource>(
+    verifier: &PipedVerifier<S>,
+    header: Option<&str>,
+) -> Result<PipedCaller, Status> {
+    let token = wisp_auth::credentials::parse_piped_token(header).map_err(from_auth_error)?;
+    verifier.verify(&token).await.map_err(from_auth_error)
+}
 
 pub struct PipedGrpc<S: PipedKeySource> {
     api: Arc<PipedApi>,
@@ -30,19 +63,34 @@ impl<S: PipedKeySource + 'static> PipedGrpc<S> {
         PipedGrpc { api, verifier }
     }
 
-    /// The tonic service, ready to add to a router.
-    pub fn into_server(self) -> PipedServiceServer<Self> {
-        // `wisp bridge` gzips large requests (an ALB passes at most 1 MB to a Lambda).
-        PipedServiceServer::new(self)
-            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    /// The service behind its gate, ready to add to a router. The gate decompresses
+    /// (`wisp bridge` gzips large requests: an ALB passes at most 1 MB to a Lambda).
+    pub fn into_server(self) -> PipedServer<S> {
+        let admit = Arc::new(PipedAdmit {
+            verifier: self.verifier.clone(),
+        });
+        let server = PipedServiceServer::new(self)
+            .max_decoding_message_size(crate::limits::PIPED.max())
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Gate::new(
+            admit,
+            &crate::limits::PIPED,
+            DecodeBudget::process(),
+            server,
+        )
     }
 
-    async fn authenticate(&self, metadata: &MetadataMap) -> Result<PipedCaller, Status> {
-        let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
-        let token = wisp_auth::credentials::parse_piped_token(header).map_err(from_auth_error)?;
-        self.verifier.verify(&token).await.map_err(from_auth_error)
+    /// The caller the gate admitted; called without the gate (in-process), the token
+    /// is checked here.
+    async fn caller<T>(&self, request: &Request<T>) -> Result<PipedCaller, Status> {
+        match request.extensions().get::<PipedCaller>() {
+            Some(caller) => Ok(caller.clone()),
+            None => {
+                let metadata = request.metadata();
+                let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
+                authenticate(&self.verifier, header).await
+            }
+        }
     }
 }
 
@@ -52,7 +100,7 @@ macro_rules! piped_rpcs {
         impl<S: PipedKeySource + 'static> PipedService for PipedGrpc<S> {
             $(
                 async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
-                    let caller = self.authenticate(request.metadata()).await?;
+                    let caller = self.caller(&request).await?;
                     self.api
                         .$method(&caller, request.into_inner())
                         .await

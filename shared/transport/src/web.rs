@@ -3,17 +3,60 @@
 
 use std::sync::Arc;
 
-use tonic::metadata::MetadataMap;
+use async_trait::async_trait;
 use tonic::{Request, Response, Status};
 use wisp_auth::{SessionSigner, WebCaller};
 use wisp_proto::webservice::web_service_server::{WebService, WebServiceServer};
 use wisp_proto::webservice::*;
-use wisp_services::web::WebApi;
+use wisp_services::web::{Authorized, WebApi};
 
+use crate::gate::{Admit, DecodeBudget, Gate};
 use crate::status::{from_auth_error, from_service_error};
 
-/// Largest message the console may send or receive (live states and stage logs).
+/// Largest message the console may receive (live states and stage logs); what it may
+/// send is bounded per RPC by [`crate::limits::WEB`].
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The served WebService: the gate, then tonic.
+pub type WebServer = Gate<WebAdmit, WebServiceServer<WebGrpc>>;
+
+/// Admits signed-in users whose roles allow the RPC.
+pub struct WebAdmit {
+    web: Arc<WebApi>,
+    signer: SessionSigner,
+}
+
+impl std::fmt::Debug for WebAdmit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebAdmit").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Admit for WebAdmit {
+    type Caller = Authorized;
+    async fn admit(&self, method: &str, headers: &http::HeaderMap) -> Result<Authorized, Status> {
+        let cookies = headers
+            .get_all(http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok());
+        admit(&self.web, &self.signer, method, cookies).await
+    }
+}
+
+/// The session the `token` cookie names, allowed to call `method`.
+async fn admit<'a>(
+    web: &WebApi,
+    signer: &SessionSigner,
+    method: &str,
+    cookies: impl Iterator<Item = &'a str>,
+) -> Result<Authorized, Status> {
+    let token = wisp_auth::parse_cookie_token(cookies).map_err(from_auth_error)?;
+    let caller: WebCaller = signer.verify(token.as_str()).map_err(from_auth_error)?;
+    web.authorize(&caller, method)
+        .await
+        .map_err(from_service_error)
+}
 
 pub struct WebGrpc {
     web: Arc<WebApi>,
@@ -31,22 +74,36 @@ impl WebGrpc {
         WebGrpc { web, signer }
     }
 
-    /// The tonic service, ready to add to a router.
-    pub fn into_server(self) -> WebServiceServer<Self> {
-        WebServiceServer::new(self)
-            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    /// The service behind its gate, ready to add to a router.
+    pub fn into_server(self) -> WebServer {
+        let admit = Arc::new(WebAdmit {
+            web: self.web.clone(),
+            signer: self.signer.clone(),
+        });
+        let server = WebServiceServer::new(self)
+            .max_decoding_message_size(crate::limits::WEB.max())
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Gate::new(admit, &crate::limits::WEB, DecodeBudget::process(), server)
     }
 
-    /// The signed-in user the request's `token` cookie names.
-    fn authenticate(&self, metadata: &MetadataMap) -> Result<WebCaller, Status> {
-        let cookies = metadata
-            .get_all("cookie")
-            .iter()
-            .filter_map(|v| v.to_str().ok());
-        let token = wisp_auth::parse_cookie_token(cookies).map_err(from_auth_error)?;
-        self.signer.verify(token.as_str()).map_err(from_auth_error)
+    /// The caller the gate admitted for `method`; called without the gate (in-process),
+    /// the session is checked here.
+    async fn authorized<T>(
+        &self,
+        request: &Request<T>,
+        method: &str,
+    ) -> Result<Authorized, Status> {
+        match request.extensions().get::<Authorized>() {
+            Some(authorized) => Ok(authorized.clone()),
+            None => {
+                let cookies = request
+                    .metadata()
+                    .get_all("cookie")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok());
+                admit(&self.web, &self.signer, method, cookies).await
+            }
+        }
     }
 }
 
@@ -56,12 +113,7 @@ macro_rules! web_rpcs {
         impl WebService for WebGrpc {
             $(
                 async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
-                    let caller = self.authenticate(request.metadata())?;
-                    let authorized = self
-                        .web
-                        .authorize(&caller, $name)
-                        .await
-                        .map_err(from_service_error)?;
+                    let authorized = self.authorized(&request, $name).await?;
                     self.web
                         .$method(&authorized, request.into_inner())
                         .await

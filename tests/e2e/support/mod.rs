@@ -156,6 +156,20 @@ impl Server {
         self.addr
     }
 
+    /// The server's resident memory now and at its peak, in KiB (`VmRSS`, `VmHWM`).
+    pub fn memory_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("read the server's /proc status");
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {status}"))
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
     /// Sends SIGTERM (what systemd and `docker stop` send) and waits up to `limit` for the
     /// exit; `None` if the server is still running then. Waits asynchronously, so that the
     /// test's own clients keep running (and can close their connections) meanwhile.

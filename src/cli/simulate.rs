@@ -86,6 +86,11 @@ pub struct SimulateArgs {
     /// Size of each ReportStat metrics payload (a real piped's is ~5–10 KB).
     #[arg(long, default_value_t = 6144)]
     pub stat_bytes: usize,
+    /// Beside the fleet, send this many ReportStat calls a second that name the fleet's
+    /// piped ids with made-up keys (an attack on the credential checks; piped ids are no
+    /// secret). Reported apart from the fleet's calls.
+    #[arg(long, value_name = "PER_SECOND", default_value_t = 0.0)]
+    pub flood_wrong_keys: f64,
     /// Seed of the start offsets, phases and deployment arrivals (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -141,6 +146,9 @@ fn check(args: &SimulateArgs) -> Result<Checked, CliError> {
     }
     if !args.deploy_rate.is_finite() || args.deploy_rate < 0.0 {
         return Err(usage("--deploy-rate must be a number ≥ 0"));
+    }
+    if !args.flood_wrong_keys.is_finite() || !(0.0..=10_000.0).contains(&args.flood_wrong_keys) {
+        return Err(usage("--flood-wrong-keys must be a number from 0 to 10000"));
     }
     if !(128..=10_240).contains(&args.lambda_memory_mb) {
         return Err(usage(
@@ -236,6 +244,7 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
         deploy_rate_per_hour: args.deploy_rate,
         stat_bytes: args.stat_bytes,
         seed: checked.seed,
+        flood_rate: args.flood_wrong_keys,
     };
     eprintln!(
         "wisp simulate: at most {} requests ({} per piped) to {} over {} s; starts spread over {} s",

@@ -98,6 +98,10 @@ pub enum Reason {
     },
     /// The session token (JWT) is malformed, badly signed, expired or not ours.
     InvalidSessionToken(String),
+    /// Too many wrong keys for this piped or API key lately; a new key was not checked.
+    TooManyFailures {
+        id: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -141,6 +145,12 @@ impl fmt::Display for Reason {
             Reason::ApiKeyDisabled { id } => write!(f, "the api key {id} was already disabled"),
             Reason::ApiKeyMismatch { id } => write!(f, "invalid api key {id}"),
             Reason::InvalidSessionToken(why) => write!(f, "invalid session token: {why}"),
+            Reason::TooManyFailures { id } => {
+                write!(
+                    f,
+                    "too many wrong keys for {id} lately; this one was not checked"
+                )
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod credentials;
 mod error;
+mod hash_guard;
 pub mod jwt;
 pub mod keys;
 mod ttl_cache;
@@ -23,6 +24,6 @@ pub use keys::{
 };
 pub use verifier::{
     ApiKeyAuthInfo, ApiKeyAuthSource, ApiKeyCaller, ApiKeyVerifier, CachePolicy,
-    DEFAULT_CACHE_CAPACITY, PipedAuthInfo, PipedCaller, PipedKeySource, PipedVerifier,
+    DEFAULT_CACHE_CAPACITY, HashPolicy, PipedAuthInfo, PipedCaller, PipedKeySource, PipedVerifier,
     REJECTED_TTL, VERIFIED_TTL,
 };

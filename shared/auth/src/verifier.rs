@@ -12,26 +12,26 @@
 //!   refresh period elsewhere;
 //! * **rejected** keys (a bcrypt mismatch only), same keying, for [`REJECTED_TTL`]: a piped
 //!   left polling with a revoked key every few seconds costs one bcrypt per `REJECTED_TTL`,
-//!   not one per call. This does not stop guessing with fresh keys (each guess costs one
-//!   bcrypt per stored key); that needs rate limiting at the edge.
+//!   not one per call; **unknown** ids (the store has no such piped or key), for as long;
+//! * **matched** keys, and bounds on bcrypt work per id and in all: see [`HashPolicy`]
+//!   (module `hash_guard`). Guessing with fresh keys costs at most a few bcrypts per id
+//!   per minute, and re-verifying a key that matched before costs a store read only.
 //!
 //! Each cache holds at most [`DEFAULT_CACHE_CAPACITY`] entries. The plaintext key is never
 //! stored, only its SHA-256.
 //!
-//! bcrypt runs inline on the calling task (cost 10: tens of milliseconds), once per
-//! credential per `VERIFIED_TTL` per instance.
+//! bcrypt runs on the blocking pool, a bounded number at a time.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sha2::{Digest, Sha256};
 
 use crate::credentials::{ApiKeyCredential, PipedToken};
 use crate::error::{AuthError, Reason, SourceError};
-use crate::keys::verify_secret;
+pub use crate::hash_guard::HashPolicy;
+use crate::hash_guard::{Check, HashGuard, sha256};
 use crate::ttl_cache::TtlCache;
 
 /// How long a verified credential is trusted without looking at the store again: the upper
@@ -50,6 +50,8 @@ pub struct CachePolicy {
     pub verified_ttl: Duration,
     pub rejected_ttl: Duration,
     pub capacity: usize,
+    /// Bounds on bcrypt work, and how long a matched key is remembered.
+    pub hashing: HashPolicy,
 }
 
 impl Default for CachePolicy {
@@ -58,6 +60,7 @@ impl Default for CachePolicy {
             verified_ttl: VERIFIED_TTL,
             rejected_ttl: REJECTED_TTL,
             capacity: DEFAULT_CACHE_CAPACITY,
+            hashing: HashPolicy::default(),
         }
     }
 }
@@ -78,41 +81,23 @@ impl CachePolicy {
         self
     }
 
-    /// No caching at all: every call reads the source and runs bcrypt.
+    pub fn hashing(mut self, hashing: HashPolicy) -> Self {
+        self.hashing = hashing;
+        self
+    }
+
+    /// No caching at all: every call reads the source and runs bcrypt (the bounds on
+    /// bcrypt work still apply).
     pub fn disabled() -> Self {
         CachePolicy {
             verified_ttl: Duration::ZERO,
             rejected_ttl: Duration::ZERO,
             capacity: 0,
+            hashing: HashPolicy {
+                remember_matches: Duration::ZERO,
+                ..HashPolicy::default()
+            },
         }
-    }
-}
-
-fn sha256(secret: &str) -> [u8; 32] {
-    Sha256::digest(secret.as_bytes()).into()
-}
-
-/// bcrypt against each hash until one matches, counted. bcrypt takes tens of
-/// milliseconds by design, so it runs on the blocking pool, never on an async worker.
-async fn counted_verify_any(counter: &AtomicU64, secret: &str, hashes: Vec<String>) -> bool {
-    let secret = secret.to_owned();
-    let work = tokio::task::spawn_blocking(move || {
-        let mut compared = 0u64;
-        for hash in &hashes {
-            compared += 1;
-            if verify_secret(&secret, hash) {
-                return (true, compared);
-            }
-        }
-        (false, compared)
-    });
-    match work.await {
-        Ok((matched, compared)) => {
-            counter.fetch_add(compared, Ordering::Relaxed);
-            matched
-        }
-        // The blocking task panicked or was cancelled: treat as no match.
-        Err(_) => false,
     }
 }
 
@@ -214,16 +199,17 @@ pub struct PipedVerifier<S> {
     /// The caller, and when it was verified (unix ms).
     verified: TtlCache<PipedCacheKey, (PipedCaller, i64)>,
     rejected: TtlCache<PipedCacheKey, Reason>,
-    bcrypt_verifications: AtomicU64,
+    /// Piped ids the source did not know: ids are random and made at registration, so
+    /// one unknown now was not registered before and a flood of made-up ids costs one
+    /// store read per id per `rejected_ttl`.
+    unknown: TtlCache<String, Reason>,
+    hashing: HashGuard,
 }
 
 impl<S> fmt::Debug for PipedVerifier<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PipedVerifier")
-            .field(
-                "bcrypt_verifications",
-                &self.bcrypt_verifications.load(Ordering::Relaxed),
-            )
+            .field("bcrypt_verifications", &self.hashing.slow_checks())
             .finish_non_exhaustive()
     }
 }
@@ -239,7 +225,8 @@ impl<S: PipedKeySource> PipedVerifier<S> {
             source,
             verified: TtlCache::new(policy.verified_ttl, policy.capacity),
             rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
-            bcrypt_verifications: AtomicU64::new(0),
+            unknown: TtlCache::new(policy.rejected_ttl, policy.capacity),
+            hashing: HashGuard::new(policy.hashing),
         }
     }
 
@@ -249,7 +236,7 @@ impl<S: PipedKeySource> PipedVerifier<S> {
 
     /// bcrypt comparisons run so far (one per stored hash tried).
     pub fn bcrypt_verifications(&self) -> u64 {
-        self.bcrypt_verifications.load(Ordering::Relaxed)
+        self.hashing.slow_checks()
     }
 
     /// Forgets every cached outcome for `piped_id` on this instance (call after disabling
@@ -257,12 +244,16 @@ impl<S: PipedKeySource> PipedVerifier<S> {
     pub fn forget_piped(&self, piped_id: &str) {
         self.verified.remove_where(|k, _| k.piped_id == piped_id);
         self.rejected.remove_where(|k, _| k.piped_id == piped_id);
+        self.unknown.remove_where(|id, _| id == piped_id);
+        self.hashing.forget(piped_id);
     }
 
     /// Forgets every cached outcome.
     pub fn clear_cache(&self) {
         self.verified.clear();
         self.rejected.clear();
+        self.unknown.clear();
+        self.hashing.clear();
     }
 
     /// Verifies `token`. Rejections are `AuthError::Unauthenticated(reason)`; a failing
@@ -282,6 +273,9 @@ impl<S: PipedKeySource> PipedVerifier<S> {
         if let Some(reason) = self.rejected.get(&cache_key) {
             return Err(AuthError::Unauthenticated(reason));
         }
+        if let Some(reason) = self.unknown.get(token.piped_id.as_str()) {
+            return Err(AuthError::Unauthenticated(reason));
+        }
 
         // Taken before the read: a revocation after this instant ends the verification.
         let verified_at = now_ms();
@@ -295,10 +289,11 @@ impl<S: PipedKeySource> PipedVerifier<S> {
             .into());
         }
         let Some(piped) = self.source.piped(piped_id).await? else {
-            return Err(Reason::PipedNotFound {
+            let reason = Reason::PipedNotFound {
                 piped_id: piped_id.to_owned(),
-            }
-            .into());
+            };
+            self.unknown.insert(piped_id.to_owned(), reason.clone());
+            return Err(reason.into());
         };
         if piped.project_id != project_id {
             return Err(Reason::PipedProjectMismatch {
@@ -314,18 +309,25 @@ impl<S: PipedKeySource> PipedVerifier<S> {
             }
             .into());
         }
-        let matched = counted_verify_any(
-            &self.bcrypt_verifications,
-            token.piped_key(),
-            piped.key_hashes.clone(),
-        )
-        .await;
-        if !matched {
-            let reason = Reason::PipedKeyMismatch {
-                piped_id: piped_id.to_owned(),
-            };
-            self.rejected.insert(cache_key, reason.clone());
-            return Err(reason.into());
+        match self
+            .hashing
+            .check(piped_id, token.piped_key(), &piped.key_hashes)
+            .await?
+        {
+            Check::Matched => {}
+            Check::NoMatch => {
+                let reason = Reason::PipedKeyMismatch {
+                    piped_id: piped_id.to_owned(),
+                };
+                self.rejected.insert(cache_key, reason.clone());
+                return Err(reason.into());
+            }
+            Check::TooManyFailures => {
+                return Err(Reason::TooManyFailures {
+                    id: piped_id.to_owned(),
+                }
+                .into());
+            }
         }
 
         let caller = PipedCaller {
@@ -415,16 +417,15 @@ pub struct ApiKeyVerifier<S> {
     /// The caller, and when it was verified (unix ms).
     verified: TtlCache<ApiKeyCacheKey, (ApiKeyCaller, i64)>,
     rejected: TtlCache<ApiKeyCacheKey, Reason>,
-    bcrypt_verifications: AtomicU64,
+    /// Key ids the source did not know (random UUIDs made with the key).
+    unknown: TtlCache<String, Reason>,
+    hashing: HashGuard,
 }
 
 impl<S> fmt::Debug for ApiKeyVerifier<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ApiKeyVerifier")
-            .field(
-                "bcrypt_verifications",
-                &self.bcrypt_verifications.load(Ordering::Relaxed),
-            )
+            .field("bcrypt_verifications", &self.hashing.slow_checks())
             .finish_non_exhaustive()
     }
 }
@@ -440,7 +441,8 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
             source,
             verified: TtlCache::new(policy.verified_ttl, policy.capacity),
             rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
-            bcrypt_verifications: AtomicU64::new(0),
+            unknown: TtlCache::new(policy.rejected_ttl, policy.capacity),
+            hashing: HashGuard::new(policy.hashing),
         }
     }
 
@@ -450,19 +452,23 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
 
     /// bcrypt comparisons run so far.
     pub fn bcrypt_verifications(&self) -> u64 {
-        self.bcrypt_verifications.load(Ordering::Relaxed)
+        self.hashing.slow_checks()
     }
 
     /// Forgets every cached outcome for API key `id` on this instance.
     pub fn forget_api_key(&self, id: &str) {
         self.verified.remove_where(|k, _| k.id == id);
         self.rejected.remove_where(|k, _| k.id == id);
+        self.unknown.remove_where(|key_id, _| key_id == id);
+        self.hashing.forget(id);
     }
 
     /// Forgets every cached outcome.
     pub fn clear_cache(&self) {
         self.verified.clear();
         self.rejected.clear();
+        self.unknown.clear();
+        self.hashing.clear();
     }
 
     pub async fn verify(&self, credential: &ApiKeyCredential) -> Result<ApiKeyCaller, AuthError> {
@@ -483,10 +489,17 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
         if let Some(reason) = self.rejected.get(&cache_key) {
             return Err(AuthError::Unauthenticated(reason));
         }
+        if let Some(reason) = self.unknown.get(credential.id.as_str()) {
+            return Err(AuthError::Unauthenticated(reason));
+        }
 
         let verified_at = now_ms();
         let id = credential.id.as_str();
-        let not_found = || Reason::ApiKeyNotFound { id: id.to_owned() };
+        let not_found = || {
+            let reason = Reason::ApiKeyNotFound { id: id.to_owned() };
+            self.unknown.insert(id.to_owned(), reason.clone());
+            reason
+        };
         let info = self.source.api_key(id).await?.ok_or_else(not_found)?;
         if info.id != id {
             return Err(not_found().into());
@@ -494,16 +507,20 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
         if info.disabled {
             return Err(Reason::ApiKeyDisabled { id: id.to_owned() }.into());
         }
-        if !counted_verify_any(
-            &self.bcrypt_verifications,
-            credential.key(),
-            vec![info.key_hash.clone()],
-        )
-        .await
+        match self
+            .hashing
+            .check(id, credential.key(), std::slice::from_ref(&info.key_hash))
+            .await?
         {
-            let reason = Reason::ApiKeyMismatch { id: id.to_owned() };
-            self.rejected.insert(cache_key, reason.clone());
-            return Err(reason.into());
+            Check::Matched => {}
+            Check::NoMatch => {
+                let reason = Reason::ApiKeyMismatch { id: id.to_owned() };
+                self.rejected.insert(cache_key, reason.clone());
+                return Err(reason.into());
+            }
+            Check::TooManyFailures => {
+                return Err(Reason::TooManyFailures { id: id.to_owned() }.into());
+            }
         }
 
         let caller = ApiKeyCaller {

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use wisp_auth::keys::MIN_COST;
 use wisp_auth::{
     ApiKeyAuthInfo, ApiKeyAuthSource, ApiKeyCaller, ApiKeyCredential, ApiKeyVerifier, AuthError,
-    CachePolicy, PipedAuthInfo, PipedCaller, PipedKeySource, PipedToken, PipedVerifier, Reason,
-    SourceError, generate_api_key, generate_piped_key, hash_secret_with_cost,
+    CachePolicy, HashPolicy, PipedAuthInfo, PipedCaller, PipedKeySource, PipedToken, PipedVerifier,
+    Reason, SourceError, generate_api_key, generate_piped_key, hash_secret_with_cost,
 };
 
 fn hash(secret: &str) -> String {
@@ -297,9 +297,20 @@ async fn cache_expiry_re_verifies() {
     assert!(v.verify(&t).await.is_ok());
     assert_eq!((v.bcrypt_verifications(), src.calls()), (1, (1, 1)));
 
+    // The store is read again (a disabled piped or a removed key shows there); the key
+    // matched that stored hash before, so no second bcrypt.
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(v.verify(&t).await.is_ok());
-    assert_eq!((v.bcrypt_verifications(), src.calls()), (2, (2, 2)));
+    assert_eq!((v.bcrypt_verifications(), src.calls()), (1, (2, 2)));
+
+    // The key removed from the store: the remembered match no longer counts.
+    src.update_piped("piped-1-1", |p| p.key_hashes = vec![hash("another key")]);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(matches!(
+        reason(v.verify(&t).await),
+        Reason::PipedKeyMismatch { .. }
+    ));
+    assert_eq!(v.bcrypt_verifications(), 2);
 }
 
 #[tokio::test]
@@ -423,10 +434,138 @@ async fn cache_is_bounded() {
     }
     assert_eq!(v.bcrypt_verifications(), 3);
     // p0 was evicted; p2 is still cached.
+    let reads = src.calls().1;
     assert!(v.verify(&token("project-1", "p2", "k2")).await.is_ok());
-    assert_eq!(v.bcrypt_verifications(), 3);
+    assert_eq!(src.calls().1, reads);
+    // p0 is read from the store again (its key still matches a remembered hash).
     assert!(v.verify(&token("project-1", "p0", "k0")).await.is_ok());
+    assert_eq!(src.calls().1, reads + 1);
+    assert_eq!(v.bcrypt_verifications(), 3);
+}
+
+/// A piped id is no secret: a flood of made-up keys for it costs at most
+/// `failures_per_id` bcrypts per window, and the real piped keeps working.
+#[tokio::test]
+async fn a_flood_of_wrong_keys_for_one_id_is_bounded() {
+    let src = fixture();
+    let policy = CachePolicy::default()
+        .verified_ttl(Duration::from_millis(50))
+        .hashing(HashPolicy {
+            failures_per_id: 3,
+            ..HashPolicy::default()
+        });
+    let v = PipedVerifier::with_policy(src.clone(), policy);
+    let real = token("project-1", "piped-1-1", "piped-key-1-1");
+    assert!(v.verify(&real).await.is_ok());
+    assert_eq!(v.bcrypt_verifications(), 1);
+
+    let mut refused_unchecked = 0;
+    for i in 0..50 {
+        match reason(
+            v.verify(&token("project-1", "piped-1-1", &format!("guess-{i}")))
+                .await,
+        ) {
+            Reason::PipedKeyMismatch { .. } => {}
+            Reason::TooManyFailures { id } => {
+                assert_eq!(id, "piped-1-1");
+                refused_unchecked += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(v.bcrypt_verifications(), 1 + 3);
+    assert_eq!(refused_unchecked, 47);
+
+    // The real piped, re-verified after its cache entry expired, mid-flood: no bcrypt.
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    assert!(v.verify(&real).await.is_ok());
     assert_eq!(v.bcrypt_verifications(), 4);
+    // Another piped is not affected by the flood on this one.
+    assert!(
+        v.verify(&token("project-0", "piped-0-1", "piped-key-0-1"))
+            .await
+            .is_ok()
+    );
+    assert_eq!(v.bcrypt_verifications(), 5);
+}
+
+/// A piped's first calls arriving together share one bcrypt.
+#[tokio::test]
+async fn concurrent_first_calls_share_one_check() {
+    let src = fixture();
+    let v = Arc::new(PipedVerifier::new(src.clone()));
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let v = v.clone();
+        calls.spawn(async move {
+            v.verify(&token("project-1", "piped-1-1", "piped-key-1-1"))
+                .await
+        });
+    }
+    while let Some(result) = calls.join_next().await {
+        assert_eq!(result.unwrap().unwrap(), caller("project-1", "piped-1-1"));
+    }
+    assert_eq!(v.bcrypt_verifications(), 1);
+}
+
+/// Past the slots and the waiting line, a caller is turned away at once (UNAVAILABLE,
+/// which pipeds retry) instead of queueing without bound.
+#[tokio::test]
+async fn saturated_checks_are_shed() {
+    let src = fixture();
+    for i in 0..16 {
+        src.put_piped(&format!("p{i}"), "project-1", &[&format!("k{i}")], false);
+        // At the production cost, so that each check holds its slot for tens of
+        // milliseconds while the others arrive.
+        let slow = wisp_auth::hash_secret(&format!("k{i}")).unwrap();
+        src.update_piped(&format!("p{i}"), |p| p.key_hashes = vec![slow]);
+    }
+    let policy = CachePolicy::default().hashing(HashPolicy {
+        slots: 1,
+        max_waiting: 2,
+        ..HashPolicy::default()
+    });
+    let v = Arc::new(PipedVerifier::with_policy(src.clone(), policy));
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let v = v.clone();
+        calls.spawn(async move {
+            v.verify(&token("project-1", &format!("p{i}"), &format!("k{i}")))
+                .await
+        });
+    }
+    let (mut ok, mut shed) = (0, 0);
+    while let Some(result) = calls.join_next().await {
+        match result.unwrap() {
+            Ok(_) => ok += 1,
+            Err(AuthError::Unavailable(_)) => shed += 1,
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(ok + shed, 16);
+    assert!(ok >= 1 && shed >= 1, "ok {ok}, shed {shed}");
+    // Those turned away get in on a later try.
+    for i in 0..16 {
+        assert!(
+            v.verify(&token("project-1", &format!("p{i}"), &format!("k{i}")))
+                .await
+                .is_ok()
+        );
+    }
+}
+
+/// Made-up piped ids cost one store read per id per `rejected_ttl`, not one per call.
+#[tokio::test]
+async fn unknown_ids_are_remembered() {
+    let src = fixture();
+    let v = PipedVerifier::new(src.clone());
+    for _ in 0..5 {
+        assert!(matches!(
+            reason(v.verify(&token("project-1", "made-up", "k")).await),
+            Reason::PipedNotFound { .. }
+        ));
+    }
+    assert_eq!(src.calls().1, 1);
 }
 
 #[tokio::test]

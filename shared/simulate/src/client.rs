@@ -123,7 +123,10 @@ impl std::fmt::Debug for Credentials {
 
 impl Interceptor for Credentials {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        req.metadata_mut().insert("authorization", self.0.clone());
+        // A call that brings its own (the flood's made-up keys) keeps them.
+        if !req.metadata().contains_key("authorization") {
+            req.metadata_mut().insert("authorization", self.0.clone());
+        }
         Ok(req)
     }
 }

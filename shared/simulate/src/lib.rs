@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod cost;
+pub mod flood;
 mod piped;
 
 pub use piped::stat_payload;
@@ -49,6 +50,8 @@ pub struct Plan {
     pub deploy_rate_per_hour: f64,
     pub stat_bytes: usize,
     pub seed: u64,
+    /// Calls a second of the hostile flood beside the fleet (0: none); see [`flood`].
+    pub flood_rate: f64,
 }
 
 impl Plan {
@@ -112,6 +115,8 @@ pub struct Outcome {
     pub elapsed: Duration,
     pub deployments_triggered: u64,
     pub deployments_completed: u64,
+    /// The hostile flood's calls, apart from the fleet's (`None` without one).
+    pub flood: Option<flood::FloodOutcome>,
 }
 
 impl Outcome {
@@ -168,6 +173,21 @@ pub async fn run(plan: &Plan) -> Result<Outcome, String> {
         .iter()
         .map(|p| tokio::spawn(Arc::clone(p).run(start)))
         .collect();
+    let flood = (plan.flood_rate > 0.0).then(|| {
+        let victims = plan
+            .pipeds
+            .iter()
+            .map(|p| (p.project.clone(), p.id.clone()))
+            .collect();
+        tokio::spawn(flood::run(
+            plan.target.clone(),
+            victims,
+            plan.flood_rate,
+            deadline,
+            plan.call_timeout,
+            plan.seed ^ 0x5eed,
+        ))
+    });
     let progress = Progress::start(Arc::clone(&shared), plan.duration, start);
     for handle in handles {
         handle
@@ -175,6 +195,13 @@ pub async fn run(plan: &Plan) -> Result<Outcome, String> {
             .map_err(|e| format!("a simulated piped stopped abnormally: {e}"))?;
     }
     progress.finish().await;
+    let flood = match flood {
+        Some(task) => Some(
+            task.await
+                .map_err(|e| format!("the flood stopped abnormally: {e}"))??,
+        ),
+        None => None,
+    };
     let elapsed = start.elapsed();
     for (outcome, p) in outcomes.iter_mut().zip(&pipeds) {
         outcome.calls = Rpc::ALL.iter().map(|&r| p.counters.get(r)).collect();
@@ -192,6 +219,7 @@ pub async fn run(plan: &Plan) -> Result<Outcome, String> {
         elapsed,
         deployments_triggered: triggered,
         deployments_completed: completed,
+        flood,
     })
 }
 

@@ -121,6 +121,11 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         "prices": ctx.prices,
         "prices_as_of": cost::PRICES_AS_OF,
         "per_piped": per_piped,
+        "flood": outcome.flood.as_ref().map(|f| json!({
+            "rate_per_sec": f.rate_per_sec,
+            "calls": f.calls,
+            "answers": f.answers,
+        })),
     })
 }
 
@@ -190,6 +195,16 @@ pub fn text(outcome: &Outcome, ctx: &Context<'_>) -> String {
         outcome.deployments_triggered,
         outcome.deployments_completed,
     );
+    if let Some(f) = &outcome.flood {
+        let answers: Vec<String> = f.answers.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let _ = writeln!(
+            out,
+            "flood beside the fleet: {} calls with made-up keys at {}/s; answers: {}",
+            f.calls,
+            f.rate_per_sec,
+            answers.join(", ")
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,

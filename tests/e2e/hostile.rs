@@ -231,3 +231,77 @@ fn a_zero_request_timeout_is_refused() {
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stderr.contains("--request-timeout"), "{out:?}");
 }
+
+/// A piped that logs without end fills its stage's log up to the configured cap: the log
+/// then ends with a block saying it was cut, later blocks are accepted and dropped, the
+/// stage can still be completed, and the console reads the whole log back.
+#[tokio::test]
+async fn stage_logs_are_cut_at_the_cap() {
+    use wisp_proto::pipedservice::{
+        CreateDeploymentRequest, ReportStageLogsFromLastCheckpointRequest, ReportStageLogsRequest,
+    };
+    use wisp_proto::webservice::GetStageLogRequest;
+
+    let wisp = Wisp::start_with_jobs("  stageLogs:\n    maxBytesPerStage: 65536\n");
+    let piped = wisp.add_piped(QUICKSTART, "chatty");
+    let app_id = wisp.add_app(&piped, "chatty-app", &[]);
+    let mut c = wisp.piped_client(support::Via::Grpc, &piped).await;
+    let dep_id = "dep-chatty";
+    support::ok(
+        c.create_deployment(CreateDeploymentRequest {
+            deployment: Some(support::fixtures::deployment(
+                &piped, dep_id, &app_id, "chatty",
+            )),
+        })
+        .await,
+    );
+    let line = "x".repeat(1000);
+    for batch in 0..100i64 {
+        let blocks = (0..10)
+            .map(|i| support::fixtures::log_block(batch * 10 + i, &line))
+            .collect();
+        support::ok(
+            c.report_stage_logs(ReportStageLogsRequest {
+                deployment_id: dep_id.into(),
+                stage_id: "stage-0".into(),
+                retried_count: 0,
+                blocks,
+            })
+            .await,
+        );
+    }
+    support::ok(
+        c.report_stage_logs_from_last_checkpoint(ReportStageLogsFromLastCheckpointRequest {
+            deployment_id: dep_id.into(),
+            stage_id: "stage-0".into(),
+            retried_count: 0,
+            blocks: vec![support::fixtures::log_block(5000, "done")],
+            completed: true,
+        })
+        .await,
+    );
+    let stored = wisp
+        .filestore_object(&format!("log/{dep_id}/stage-0/0.txt"))
+        .expect("the log is stored");
+    assert!(stored.len() <= 65536, "{} bytes stored", stored.len());
+    let (blocks, completed) = support::scenarios::parse_stage_log(&stored);
+    assert!(completed);
+    let (last_index, last_text) = blocks.last().expect("blocks");
+    assert_eq!(*last_index, (1 << 53) - 1);
+    assert!(last_text.contains("limit of 65536 bytes"), "{last_text}");
+    assert!(blocks.len() > 50, "{} blocks kept", blocks.len());
+
+    let token = wisp.admin_session().await;
+    let mut web = wisp.web_client(support::Via::GrpcWeb, Some(&token)).await;
+    let got = support::ok(
+        web.get_stage_log(GetStageLogRequest {
+            deployment_id: dep_id.into(),
+            stage_id: "stage-0".into(),
+            retried_count: 0,
+            offset_index: 0,
+        })
+        .await,
+    );
+    assert_eq!(got.blocks.len(), blocks.len());
+    assert!(got.completed);
+}

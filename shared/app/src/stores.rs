@@ -26,7 +26,11 @@ pub async fn open(config: &Config, data_dir: &Path) -> Result<Stores, AppError> 
         open_filestore(&config.spec.filestore, data_dir),
         open_cache(&config.spec.cache),
     )?;
-    Ok(Stores::new(datastore, filestore, cache))
+    let mut stores = Stores::new(datastore, filestore, cache);
+    stores.stage_logs = stores
+        .stage_logs
+        .with_max_bytes(config.spec.stage_logs.max_bytes_per_stage());
+    Ok(stores)
 }
 
 fn not_in_this_build(kind: &str, store_type: &str, feature: &str) -> AppError {

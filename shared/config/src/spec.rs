@@ -43,6 +43,12 @@ pub struct ControlPlaneSpec {
     /// How often `wisp serve` runs the scheduled jobs (a Wisp extension).
     #[serde(deserialize_with = "null_as_default")]
     pub jobs: crate::JobsConfig,
+    /// Bounds on stored stage logs (a Wisp extension).
+    #[serde(
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "StageLogsConfig::is_default"
+    )]
+    pub stage_logs: StageLogsConfig,
     /// Debug/quickstart projects that live in the configuration, not in the datastore.
     #[serde(
         deserialize_with = "null_as_default",
@@ -96,6 +102,10 @@ impl ControlPlaneSpec {
         self.datastore.problems(&mut out);
         self.filestore.problems(&mut out);
         self.cache.problems(&mut out);
+        let cap = self.stage_logs.max_bytes_per_stage;
+        if cap != 0 && cap < 4096 {
+            out.push("stageLogs.maxBytesPerStage: must be at least 4096 bytes (or 0 for the default, 2 MiB)".to_string());
+        }
 
         let mut ids = HashSet::new();
         for (i, p) in self.projects.iter().enumerate() {
@@ -209,4 +219,29 @@ where
     T: Deserialize<'de> + Default,
 {
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// `stageLogs` (a Wisp extension): `{maxBytesPerStage: 2097152}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StageLogsConfig {
+    /// Bytes one stage's log may hold as stored; past it the log ends with a block that
+    /// says it was cut. Unset or 0: 2 MiB. At least 4 KiB.
+    pub max_bytes_per_stage: u64,
+}
+
+impl StageLogsConfig {
+    pub const DEFAULT_MAX_BYTES_PER_STAGE: u64 = 2 * 1024 * 1024;
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    pub fn max_bytes_per_stage(&self) -> usize {
+        let bytes = match self.max_bytes_per_stage {
+            0 => Self::DEFAULT_MAX_BYTES_PER_STAGE,
+            n => n,
+        };
+        usize::try_from(bytes).unwrap_or(usize::MAX)
+    }
 }

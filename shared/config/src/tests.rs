@@ -761,3 +761,21 @@ fn errors_never_echo_a_value() {
         assert!(msg.contains("line "), "still says where: {msg}");
     }
 }
+
+#[test]
+fn stage_log_cap_defaults_and_can_be_set() {
+    let c = parse(&format!("{ENVELOPE}spec: {{}}\n")).expect("parse");
+    assert_eq!(c.spec.stage_logs.max_bytes_per_stage(), 2 * 1024 * 1024);
+    let c = parse(&format!(
+        "{ENVELOPE}spec:\n  stageLogs:\n    maxBytesPerStage: 65536\n"
+    ))
+    .expect("parse");
+    assert_eq!(c.spec.stage_logs.max_bytes_per_stage(), 65536);
+    let err = parse(&format!(
+        "{ENVELOPE}spec:\n  stageLogs:\n    maxBytesPerStage: 10\n"
+    ))
+    .and_then(|c| c.validate().map(|()| c))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("stageLogs.maxBytesPerStage"), "{err}");
+}

@@ -8,6 +8,13 @@
 //! Appends are a conditional read-modify-write on the file, so concurrent appends lose
 //! nothing. A log only grows (blocks are added, `completed` goes from false to true), so
 //! the cache never replaces an entry with a smaller one.
+//!
+//! Each stage's log is capped ([`DEFAULT_MAX_BYTES`], or the config's
+//! `stageLogs.maxBytesPerStage`): the block that would pass the cap is replaced by a last
+//! block saying the log was cut, and later blocks are dropped (the piped is told OK, so it
+//! does not retry them). So an append rewrites at most the cap, and any stage's log can be
+//! read back whole. A log stored bigger than the cap (imported, or written before the cap)
+//! is read back cut the same way.
 
 use std::sync::Arc;
 
@@ -23,6 +30,93 @@ use crate::support::{
 
 /// The last line of a completed log file.
 pub const EOL: &str = "EOL";
+
+/// Default cap on one stage's log, as stored (JSON lines).
+pub const DEFAULT_MAX_BYTES: usize = 2 * 1024 * 1024;
+/// Smallest cap accepted: room for the block that says the log was cut.
+pub const MIN_MAX_BYTES: usize = 4 * 1024;
+/// Index of the block that says a log was cut: after any real block, and exact in
+/// JavaScript (the console reads indexes as numbers).
+pub const CUT_BLOCK_INDEX: i64 = (1 << 53) - 1;
+/// Room kept for the cut block under the cap.
+const CUT_BLOCK_RESERVE: usize = 512;
+
+/// The block that ends a log cut at `max_bytes`.
+pub fn cut_block(max_bytes: usize, created_at: i64) -> LogBlock {
+    LogBlock {
+        index: CUT_BLOCK_INDEX,
+        log: format!(
+            "[wisp] This stage's log reached the control plane's limit of {max_bytes} bytes; \
+             the lines after this point were not kept. The limit is stageLogs.maxBytesPerStage \
+             in the control-plane configuration."
+        ),
+        severity: wisp_proto::model::LogSeverity::Error as i32,
+        created_at,
+    }
+}
+
+fn is_cut(blocks: &[LogBlock]) -> bool {
+    blocks.last().is_some_and(|b| b.index == CUT_BLOCK_INDEX)
+}
+
+/// Bytes `block` takes in the file (its JSON line).
+fn line_bytes(block: &LogBlock) -> usize {
+    serde_json::to_vec(block).map_or(usize::MAX / 4, |v| v.len() + 1)
+}
+
+/// `prevs` plus those of `news` that fit under `max_bytes` (sorted by index), and the cut
+/// block if some did not. A cut log takes no more blocks.
+fn add_within_cap(prevs: &[LogBlock], news: Vec<LogBlock>, max_bytes: usize) -> Vec<LogBlock> {
+    let mut blocks = prevs.to_vec();
+    if news.is_empty() || is_cut(prevs) {
+        return blocks;
+    }
+    let room = max_bytes.saturating_sub(CUT_BLOCK_RESERVE);
+    let mut used: usize = prevs.iter().map(line_bytes).sum();
+    let mut cut = false;
+    for block in news {
+        let size = line_bytes(&block);
+        if used.saturating_add(size) > room {
+            cut = true;
+            break;
+        }
+        used += size;
+        blocks.push(block);
+    }
+    blocks.sort_by_key(|b| b.index);
+    if cut {
+        blocks.push(cut_block(max_bytes, now_secs()));
+    }
+    blocks
+}
+
+/// A stored log cut to `max_bytes` for reading (see the module doc).
+fn cut_for_reading(log: StageLog, max_bytes: usize) -> StageLog {
+    if is_cut(&log.blocks) {
+        return log;
+    }
+    let total: usize = log.blocks.iter().map(line_bytes).sum();
+    if total <= max_bytes {
+        return log;
+    }
+    let created_at = log.blocks.last().map_or(0, |b| b.created_at);
+    let mut blocks = add_within_cap(&[], log.blocks, max_bytes);
+    if let Some(last) = blocks.last_mut()
+        && last.index == CUT_BLOCK_INDEX
+    {
+        last.created_at = created_at;
+    }
+    StageLog {
+        blocks,
+        completed: log.completed,
+    }
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
 
 /// A stage log as stored: blocks sorted by index, and whether it was completed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -85,20 +179,18 @@ pub fn decode_stage_log(path: &str, data: &[u8]) -> Result<StageLog> {
     Ok(log)
 }
 
-/// Adds the blocks of `news` whose index is not in `prevs` (first one wins within `news`),
-/// sorted by index. Returns whether anything was added.
-fn merge_blocks(prevs: &[LogBlock], news: &[LogBlock]) -> (Vec<LogBlock>, bool) {
-    let mut merged = prevs.to_vec();
+/// The blocks of `news` whose index is not in `prevs` (first one wins within `news`),
+/// sorted by index. The cut block's index is the server's.
+fn new_blocks(prevs: &[LogBlock], news: &[LogBlock]) -> Vec<LogBlock> {
     let mut seen: std::collections::HashSet<i64> = prevs.iter().map(|b| b.index).collect();
-    let mut added = false;
-    for block in news {
-        if seen.insert(block.index) {
-            merged.push(block.clone());
-            added = true;
-        }
-    }
-    merged.sort_by_key(|b| b.index);
-    (merged, added)
+    seen.insert(CUT_BLOCK_INDEX);
+    let mut added: Vec<LogBlock> = news
+        .iter()
+        .filter(|b| seen.insert(b.index))
+        .cloned()
+        .collect();
+    added.sort_by_key(|b| b.index);
+    added
 }
 
 /// The cache entry: upstream's `{"Blocks":[...],"Completed":bool}` plus the etag of the
@@ -117,6 +209,7 @@ struct CachedLog {
 pub struct StageLogStore {
     filestore: Arc<dyn Filestore>,
     cache: Arc<dyn Cache>,
+    max_bytes: usize,
 }
 
 impl std::fmt::Debug for StageLogStore {
@@ -127,7 +220,21 @@ impl std::fmt::Debug for StageLogStore {
 
 impl StageLogStore {
     pub fn new(filestore: Arc<dyn Filestore>, cache: Arc<dyn Cache>) -> Self {
-        StageLogStore { filestore, cache }
+        StageLogStore {
+            filestore,
+            cache,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+
+    /// The same store with another cap per stage (at least [`MIN_MAX_BYTES`]).
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes.max(MIN_MAX_BYTES);
+        self
+    }
+
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 
     /// ReportStageLogs: merge `blocks` into the log. `FailedPrecondition` if the log was
@@ -183,6 +290,7 @@ impl StageLogStore {
                 log
             }
         };
+        let log = cut_for_reading(log, self.max_bytes);
         Ok(StageLog {
             blocks: log
                 .blocks
@@ -223,9 +331,10 @@ impl StageLogStore {
                     "stage log {path} was already completed"
                 )));
             }
-            let (merged, added) = merge_blocks(&prev.blocks, blocks);
-            if !added && !complete {
-                // Nothing new: every block is already stored.
+            let news = new_blocks(&prev.blocks, blocks);
+            let merged = add_within_cap(&prev.blocks, news, self.max_bytes);
+            if merged.len() == prev.blocks.len() && !complete {
+                // Nothing new (every block already stored, or the log was cut).
                 return Ok(());
             }
             let next = StageLog {
@@ -342,12 +451,40 @@ mod tests {
     #[test]
     fn merge_keeps_existing_and_sorts() {
         let prev = vec![block(1, "a"), block(3, "c")];
-        let (merged, added) = merge_blocks(&prev, &[block(3, "X"), block(2, "b"), block(2, "Y")]);
-        assert!(added);
+        let news = new_blocks(&prev, &[block(3, "X"), block(2, "b"), block(2, "Y")]);
+        let merged = add_within_cap(&prev, news, DEFAULT_MAX_BYTES);
         let logs: Vec<_> = merged.iter().map(|b| (b.index, b.log.as_str())).collect();
         assert_eq!(logs, vec![(1, "a"), (2, "b"), (3, "c")]);
-        let (_, added) = merge_blocks(&merged, &[block(1, "again")]);
-        assert!(!added);
+        assert!(new_blocks(&merged, &[block(1, "again")]).is_empty());
+        // A piped cannot write the cut block.
+        assert!(new_blocks(&merged, &[block(CUT_BLOCK_INDEX, "fake")]).is_empty());
+    }
+
+    #[test]
+    fn a_log_is_cut_at_the_cap() {
+        let max = 8 * 1024;
+        let line = "x".repeat(1000);
+        let news: Vec<LogBlock> = (0..20).map(|i| block(i, &line)).collect();
+        let merged = add_within_cap(&[], news, max);
+        assert!(is_cut(&merged));
+        let stored = encode_stage_log(&StageLog {
+            blocks: merged.clone(),
+            completed: false,
+        })
+        .unwrap();
+        assert!(stored.len() <= max, "{} bytes", stored.len());
+        assert!(merged.len() > 3 && merged.len() < 10, "{}", merged.len());
+        // Nothing more is taken once cut.
+        let again = add_within_cap(&merged, vec![block(100, "late")], max);
+        assert_eq!(again, merged);
+        // A log stored bigger (before the cap) reads back cut the same way.
+        let big = StageLog {
+            blocks: (0..20).map(|i| block(i, &line)).collect(),
+            completed: true,
+        };
+        let read = cut_for_reading(big, max);
+        assert!(is_cut(&read.blocks) && read.completed);
+        assert_eq!(read.blocks.last().unwrap().created_at, 19);
     }
 
     #[test]

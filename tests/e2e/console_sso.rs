@@ -27,6 +27,37 @@ const CLIENT_ID: &str = "wisp-console";
 const CLIENT_SECRET: &str = "provider-secret";
 const GOOD_CODE: &str = "the-code";
 
+/// The logins started, as the fake OIDC provider would have seen their authorization
+/// requests: PKCE code challenge → nonce.
+static OIDC_LOGINS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// A login started at `/auth/login`: the `state` the provider carries back (shown by
+/// `Display`) and the ticket the browser keeps in its `state` cookie.
+#[derive(Debug, Clone)]
+struct LoginState {
+    id: String,
+    ticket: String,
+}
+
+impl std::fmt::Display for LoginState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.id)
+    }
+}
+
+impl LoginState {
+    fn cookie(&self) -> String {
+        format!("state={}", self.ticket)
+    }
+}
+
+fn query_param(url: &str, name: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
 /// Serves HTTP/1.1 on `listener` with `handle`, until the test ends.
 fn serve<H, F>(listener: tokio::net::TcpListener, handle: H)
 where
@@ -57,6 +88,8 @@ where
 struct Provider {
     addr: SocketAddr,
     claims: Arc<Mutex<serde_json::Value>>,
+    /// The discovery document names an issuer other than this provider's address.
+    wrong_issuer: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Provider {
@@ -68,6 +101,7 @@ impl Provider {
         let provider = Provider {
             addr,
             claims: Arc::new(Mutex::new(serde_json::json!({}))),
+            wrong_issuer: Arc::default(),
         };
         let served = provider.clone();
         serve(listener, move |req| {
@@ -98,7 +132,11 @@ impl Provider {
         let issuer = self.issuer();
         match path.as_str() {
             "/.well-known/openid-configuration" => json(serde_json::json!({
-                "issuer": issuer,
+                "issuer": if self.wrong_issuer.load(std::sync::atomic::Ordering::SeqCst) {
+                    "https://elsewhere.example.com".to_string()
+                } else {
+                    issuer.clone()
+                },
                 "authorization_endpoint": format!("{issuer}/authorize"),
                 "token_endpoint": format!("{issuer}/token"),
                 "jwks_uri": format!("{issuer}/jwks"),
@@ -128,12 +166,35 @@ impl Provider {
                         )))
                         .expect("response");
                 }
+                // PKCE: the verifier must hash to the challenge of a login started here.
+                use base64::Engine;
+                use sha2::Digest;
+                let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
+                    sha2::Sha256::digest(get("code_verifier").unwrap_or("").as_bytes()),
+                );
+                let nonce = OIDC_LOGINS
+                    .lock()
+                    .expect("logins")
+                    .iter()
+                    .find(|(c, _)| *c == challenge)
+                    .map(|(_, n)| n.clone());
+                let Some(nonce) = nonce else {
+                    return hyper::Response::builder()
+                        .status(400)
+                        .body(Full::new(Bytes::from_static(
+                            b"{\"error\":\"invalid_grant\",\"error_description\":\"PKCE\"}",
+                        )))
+                        .expect("response");
+                };
                 let now = support::fixtures::now();
                 let mut claims = self.claims.lock().expect("claims").clone();
                 let extra = serde_json::json!({
                     "iss": issuer, "aud": CLIENT_ID, "sub": "user-1",
                     "iat": now, "exp": now + 300,
                 });
+                if let Some(c) = claims.as_object_mut() {
+                    c.entry("nonce").or_insert(serde_json::json!(nonce));
+                }
                 if let (Some(c), Some(e)) = (claims.as_object_mut(), extra.as_object()) {
                     c.extend(e.clone());
                 }
@@ -174,11 +235,11 @@ async fn get_with_cookie(wisp: &Wisp, path: &str, cookie: &str) -> RawResponse {
 
 /// Starts an SSO login for the quickstart project; the provider URL it redirected to
 /// and the state cookie.
-async fn start_login(wisp: &Wisp) -> (String, String) {
+async fn start_login(wisp: &Wisp) -> (String, LoginState) {
     start_login_for(wisp, QUICKSTART).await
 }
 
-async fn start_login_for(wisp: &Wisp, project: &str) -> (String, String) {
+async fn start_login_for(wisp: &Wisp, project: &str) -> (String, LoginState) {
     let resp = wisp
         .http_post(
             "/auth/login",
@@ -191,14 +252,24 @@ async fn start_login_for(wisp: &Wisp, project: &str) -> (String, String) {
         .to_str()
         .expect("location")
         .to_string();
-    let state = cookie_value(set_cookie(&resp, "state").expect("a state cookie")).to_string();
-    (location, state)
+    let ticket = cookie_value(set_cookie(&resp, "state").expect("a state cookie")).to_string();
+    let id = query_param(&location, "state").expect("a state in the provider URL");
+    assert_ne!(
+        id, ticket,
+        "the provider sees the state's id, not the ticket"
+    );
+    if let (Some(challenge), Some(nonce)) = (
+        query_param(&location, "code_challenge"),
+        query_param(&location, "nonce"),
+    ) {
+        OIDC_LOGINS.lock().expect("logins").push((challenge, nonce));
+    }
+    (location, LoginState { id, ticket })
 }
 
-#[tokio::test]
-async fn oidc_login_maps_groups_to_roles() {
-    let provider = Provider::start().await;
-    let wisp = Wisp::start();
+/// The quickstart project set up for OIDC logins at `issuer` (roles from its `groups`
+/// claim); the admin's console client.
+async fn oidc_project(wisp: &Wisp, issuer: &str) -> support::web::WebClient {
     let admin = wisp.admin_session().await;
     let mut console = wisp.web_client(Via::GrpcWeb, Some(&admin)).await;
     ok(console
@@ -209,14 +280,23 @@ async fn oidc_login_maps_groups_to_roles() {
                 oidc: Some(model::project_sso_config::Oidc {
                     client_id: CLIENT_ID.into(),
                     client_secret: CLIENT_SECRET.into(),
-                    issuer: provider.issuer(),
+                    issuer: issuer.into(),
                     redirect_uri: "http://localhost:8080/auth/callback".into(),
+                    roles_claim_key: "groups".into(),
                     ..Default::default()
                 }),
                 ..Default::default()
             }),
         })
         .await);
+    console
+}
+
+#[tokio::test]
+async fn oidc_login_maps_groups_to_roles() {
+    let provider = Provider::start().await;
+    let wisp = Wisp::start();
+    let mut console = oidc_project(&wisp, &provider.issuer()).await;
     ok(console
         .add_project_user_group(web::AddProjectUserGroupRequest {
             sso_group: "acme/ops".into(),
@@ -240,7 +320,7 @@ async fn oidc_login_maps_groups_to_roles() {
     let resp = get_with_cookie(
         &wisp,
         &format!("/auth/callback?code={GOOD_CODE}&state={state}"),
-        &format!("state={state}"),
+        &state.cookie(),
     )
     .await;
     assert_eq!(resp.status, http::StatusCode::FOUND, "{resp:?}");
@@ -304,7 +384,7 @@ async fn oidc_login_maps_groups_to_roles() {
     let resp = get_with_cookie(
         &wisp,
         &format!("/auth/callback?code={GOOD_CODE}&state={state}"),
-        &format!("state={state}"),
+        &state.cookie(),
     )
     .await;
     assert!(set_cookie(&resp, "token").is_none());
@@ -329,7 +409,7 @@ async fn oidc_login_maps_groups_to_roles() {
     let resp = get_with_cookie(
         &wisp,
         &format!("/auth/callback?code=stolen&state={state}"),
-        &format!("state={state}"),
+        &state.cookie(),
     )
     .await;
     assert!(set_cookie(&resp, "token").is_none());
@@ -465,11 +545,11 @@ impl FakeGithub {
 
 /// Completes a login at the callback with `code`: the session cookie as set, or the
 /// error cookie's text.
-async fn finish_login(wisp: &Wisp, state: &str, code: &str) -> Result<String, String> {
+async fn finish_login(wisp: &Wisp, state: &LoginState, code: &str) -> Result<String, String> {
     let resp = get_with_cookie(
         wisp,
         &format!("/auth/callback?code={code}&state={state}&project=ignored"),
-        &format!("state={state}"),
+        &state.cookie(),
     )
     .await;
     match set_cookie(&resp, "token") {
@@ -562,7 +642,15 @@ async fn github_login_maps_teams_through_user_groups() {
     let refused = finish_login(&wisp, &state, "stolen")
         .await
         .expect_err("a refused code");
-    assert!(refused.contains("incorrect%20or%20expired"), "{refused}");
+    // The browser gets a generic message; the reason is in the server's log.
+    assert!(
+        refused.starts_with("Single%20sign-on%20failed"),
+        "{refused}"
+    );
+    assert!(
+        wisp.server().log_text().contains("incorrect or expired"),
+        "the reason is logged"
+    );
 }
 
 #[tokio::test]
@@ -761,4 +849,93 @@ async fn github_login_goes_through_the_projects_proxy() {
         // base64("corp:s@cret")
         assert!(head.contains("Basic Y29ycDpzQGNyZXQ="), "{head}");
     }
+}
+
+/// The login's state is its own single-use ticket, never a session; the ID token must
+/// carry the login's nonce; the provider must name the configured issuer; and what the
+/// browser learns of a failure says nothing about the network.
+#[tokio::test]
+async fn oidc_state_nonce_issuer_and_errors() {
+    let provider = Provider::start().await;
+    let wisp = Wisp::start();
+    let mut console = oidc_project(&wisp, &provider.issuer()).await;
+    ok(console
+        .add_project_user_group(web::AddProjectUserGroupRequest {
+            sso_group: "acme/ops".into(),
+            role: "Editor".into(),
+        })
+        .await);
+    *provider.claims.lock().expect("claims") =
+        serde_json::json!({"preferred_username": "olivia", "groups": ["acme/ops"]});
+
+    // The authorization request carries a nonce and an S256 PKCE challenge.
+    let (location, state) = start_login(&wisp).await;
+    assert_eq!(
+        query_param(&location, "code_challenge_method").as_deref(),
+        Some("S256")
+    );
+    assert!(query_param(&location, "nonce").is_some(), "{location}");
+
+    // The ticket in the state cookie never works as a session.
+    let mut with_ticket = wisp.web_client(Via::GrpcWeb, Some(&state.ticket)).await;
+    assert_status(
+        with_ticket
+            .get_command(web::GetCommandRequest {
+                command_id: "x".into(),
+            })
+            .await,
+        Code::Unauthenticated,
+        "",
+    );
+
+    // One login per state: the first callback signs in, a replay does not.
+    assert!(finish_login(&wisp, &state, GOOD_CODE).await.is_ok());
+    let replay = finish_login(&wisp, &state, GOOD_CODE).await;
+    assert!(replay.is_err(), "{replay:?}");
+
+    // An ID token minted for another login (another nonce) is refused, generically.
+    *provider.claims.lock().expect("claims") = serde_json::json!({
+        "preferred_username": "olivia", "groups": ["acme/ops"], "nonce": "someone-elses",
+    });
+    let (_, state) = start_login(&wisp).await;
+    let error = finish_login(&wisp, &state, GOOD_CODE).await.unwrap_err();
+    assert!(error.starts_with("Single%20sign-on%20failed"), "{error}");
+    *provider.claims.lock().expect("claims") =
+        serde_json::json!({"preferred_username": "olivia", "groups": ["acme/ops"]});
+
+    // A discovery document naming another issuer is refused.
+    provider
+        .wrong_issuer
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let resp = post_login(&wisp).await;
+    let error = set_cookie(&resp, "error").expect("an error cookie");
+    assert!(error.contains("Single%20sign-on%20failed"), "{error}");
+    provider
+        .wrong_issuer
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+
+    // An issuer nobody answers at: the browser is not told how the connection failed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let closed_issuer = format!("http://{}", closed.local_addr().expect("address"));
+    drop(closed);
+    oidc_project(&wisp, &closed_issuer).await;
+    let resp = post_login(&wisp).await;
+    let error = set_cookie(&resp, "error").expect("an error cookie");
+    assert!(error.contains("Single%20sign-on%20failed"), "{error}");
+    assert!(!error.to_lowercase().contains("refused"), "{error}");
+
+    // Plain HTTP to anything but loopback is not even tried.
+    oidc_project(&wisp, "http://10.0.0.1:8080").await;
+    let resp = post_login(&wisp).await;
+    let error = set_cookie(&resp, "error").expect("an error cookie");
+    assert!(error.contains("https"), "{error}");
+}
+
+async fn post_login(wisp: &Wisp) -> RawResponse {
+    wisp.http_post(
+        "/auth/login",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        format!("project={QUICKSTART}").into_bytes(),
+    )
+    .await
 }

@@ -305,3 +305,91 @@ async fn stage_logs_are_cut_at_the_cap() {
     assert_eq!(got.blocks.len(), blocks.len());
     assert!(got.completed);
 }
+
+/// Password guessing at the static admin login is cut off after 10 failures for that
+/// project and user name: even the right password is refused for the window, other users
+/// are not affected.
+#[tokio::test]
+async fn static_login_is_throttled_per_project_and_user() {
+    use support::web::set_cookie;
+
+    let wisp = Wisp::start();
+    for i in 0..10 {
+        let resp = wisp
+            .login_static(QUICKSTART, "hello-pipecd", &format!("guess-{i}"))
+            .await;
+        assert!(set_cookie(&resp, "token").is_none());
+        let error = set_cookie(&resp, "error").expect("an error cookie");
+        assert!(error.contains("Unable%20to%20login"), "{error}");
+    }
+    let resp = wisp
+        .login_static(QUICKSTART, "hello-pipecd", "hello-pipecd")
+        .await;
+    assert!(set_cookie(&resp, "token").is_none(), "{resp:?}");
+    let error = set_cookie(&resp, "error").expect("an error cookie");
+    assert!(error.contains("Too%20many%20failed%20logins"), "{error}");
+    // Another user name of the project is counted apart.
+    let resp = wisp.login_static(QUICKSTART, "someone", "x").await;
+    let error = set_cookie(&resp, "error").expect("an error cookie");
+    assert!(error.contains("Unable%20to%20login"), "{error}");
+}
+
+/// Logout is a POST from the console's own pages: the upstream console's logout link
+/// (a GET) gets a page with a button, and a POST from another site changes nothing. A
+/// login form posted from another site is refused too.
+#[tokio::test]
+async fn logout_and_login_refuse_other_sites() {
+    use support::web::set_cookie;
+    use wisp_proto::webservice::GetMeRequest;
+
+    let wisp = Wisp::start();
+    let token = wisp.admin_session().await;
+    let cookie = format!("token={token}");
+    let host = wisp.addr().to_string();
+    let origin = format!("http://{host}");
+
+    let (status, page) = wisp.http_get("/auth/logout").await;
+    assert_eq!(status, http::StatusCode::OK);
+    assert!(page.contains("method=\"post\""), "{page}");
+
+    let resp = wisp
+        .http_post(
+            "/auth/logout",
+            &[
+                ("cookie", cookie.as_str()),
+                ("origin", "https://evil.example.com"),
+            ],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(resp.status, http::StatusCode::FORBIDDEN, "{resp:?}");
+    let mut console = wisp.web_client(support::Via::GrpcWeb, Some(&token)).await;
+    support::ok(console.get_me(GetMeRequest {}).await);
+
+    let body = format!("project={QUICKSTART}&username=hello-pipecd&password=hello-pipecd");
+    let resp = wisp
+        .http_post(
+            "/auth/login/static",
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("origin", "https://evil.example.com"),
+            ],
+            body.into_bytes(),
+        )
+        .await;
+    assert!(set_cookie(&resp, "token").is_none(), "{resp:?}");
+
+    let resp = wisp
+        .http_post(
+            "/auth/logout",
+            &[("cookie", cookie.as_str()), ("origin", origin.as_str())],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(resp.status, http::StatusCode::FOUND, "{resp:?}");
+    support::assert_status(
+        console.get_me(GetMeRequest {}).await,
+        tonic::Code::Unauthenticated,
+        "",
+    );
+}

@@ -267,7 +267,11 @@ impl App {
         options: ConsoleOptions,
     ) -> Result<wisp_console::Console, AppError> {
         let signer = self.session_signer()?;
-        let mut console = wisp_console::Console::new(web, signer)
+        let sso_states = match &self.encryption_key {
+            Some(key) => wisp_auth::SsoStateSigner::new(key.bytes()),
+            None => return Err(AppError::NoEncryptionKey),
+        };
+        let mut console = wisp_console::Console::new(web, signer, sso_states)
             .insecure_cookie(options.insecure_cookie)
             .with_address(self.config.spec.address.as_deref().unwrap_or_default())
             .with_shared_sso(&self.config.spec.shared_sso_configs);

@@ -33,7 +33,8 @@ use crate::ttl_cache::{MAX_TTL, TtlCache};
 /// Limits on slow-hash work. `Default` is the production policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HashPolicy {
-    /// Slow checks running at once (default: the number of CPUs).
+    /// Slow checks running at once (default: half the CPUs, at least one, so that a
+    /// flood of checks leaves the other half to the pipeds' calls).
     pub slots: usize,
     /// Checks waiting for a slot before callers are turned away.
     pub max_waiting: usize,
@@ -49,7 +50,7 @@ pub struct HashPolicy {
 impl Default for HashPolicy {
     fn default() -> Self {
         HashPolicy {
-            slots: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            slots: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
             max_waiting: 256,
             max_wait: Duration::from_secs(5),
             failures_per_id: 10,

@@ -6,6 +6,7 @@ mod error;
 mod hash_guard;
 pub mod jwt;
 pub mod keys;
+pub mod sso_state;
 mod ttl_cache;
 mod verifier;
 
@@ -22,6 +23,7 @@ pub use keys::{
     MAX_PIPED_KEYS, generate_api_key, generate_piped_key, hash_secret, hash_secret_with_cost,
     verify_secret,
 };
+pub use sso_state::{SSO_STATE_TTL, SsoState, SsoStateSigner};
 pub use verifier::{
     ApiKeyAuthInfo, ApiKeyAuthSource, ApiKeyCaller, ApiKeyVerifier, CachePolicy,
     DEFAULT_CACHE_CAPACITY, HashPolicy, PipedAuthInfo, PipedCaller, PipedKeySource, PipedVerifier,

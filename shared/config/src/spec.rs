@@ -104,7 +104,7 @@ impl ControlPlaneSpec {
         self.cache.problems(&mut out);
         let cap = self.stage_logs.max_bytes_per_stage;
         if cap != 0 && cap < 4096 {
-            out.push("stageLogs.maxBytesPerStage: must be at least 4096 bytes (or 0 for the default, 2 MiB)".to_string());
+            out.push("stageLogs.maxBytesPerStage: must be at least 4096 bytes (or 0 for the default, 4 MiB)".to_string());
         }
 
         let mut ids = HashSet::new();
@@ -221,17 +221,17 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-/// `stageLogs` (a Wisp extension): `{maxBytesPerStage: 2097152}`.
+/// `stageLogs` (a Wisp extension): `{maxBytesPerStage: 4194304}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct StageLogsConfig {
     /// Bytes one stage's log may hold as stored; past it the log ends with a block that
-    /// says it was cut. Unset or 0: 2 MiB. At least 4 KiB.
+    /// says it was cut. Unset or 0: 4 MiB. At least 4 KiB.
     pub max_bytes_per_stage: u64,
 }
 
 impl StageLogsConfig {
-    pub const DEFAULT_MAX_BYTES_PER_STAGE: u64 = 2 * 1024 * 1024;
+    pub const DEFAULT_MAX_BYTES_PER_STAGE: u64 = 4 * 1024 * 1024;
 
     fn is_default(&self) -> bool {
         *self == Self::default()

@@ -765,7 +765,7 @@ fn errors_never_echo_a_value() {
 #[test]
 fn stage_log_cap_defaults_and_can_be_set() {
     let c = parse(&format!("{ENVELOPE}spec: {{}}\n")).expect("parse");
-    assert_eq!(c.spec.stage_logs.max_bytes_per_stage(), 2 * 1024 * 1024);
+    assert_eq!(c.spec.stage_logs.max_bytes_per_stage(), 4 * 1024 * 1024);
     let c = parse(&format!(
         "{ENVELOPE}spec:\n  stageLogs:\n    maxBytesPerStage: 65536\n"
     ))

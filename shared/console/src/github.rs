@@ -55,6 +55,12 @@ impl Endpoints {
                 "the project's GitHub base URL {base:?} needs a scheme and a host"
             )));
         };
+        if !crate::oidc::provider_url_allowed(base) {
+            return Err(SsoError::Config(
+                "the project's GitHub base URL must be an https:// address (http:// only to localhost)"
+                    .to_string(),
+            ));
+        }
         let mut api = base.to_string();
         if !api.ends_with('/') {
             api.push('/');

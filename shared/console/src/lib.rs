@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use wisp_auth::{SESSION_COOKIE, SessionSigner, WebCaller};
+use wisp_auth::{
+    SESSION_COOKIE, SSO_STATE_TTL, SessionSigner, SsoState, SsoStateSigner, WebCaller,
+};
 use wisp_proto::model::ProjectSsoConfig;
 use wisp_proto::model::project_sso_config::{self, Provider};
 use wisp_services::ServiceError;
@@ -34,10 +36,13 @@ pub const CALLBACK_PATH: &str = "/auth/callback";
 pub const LOGOUT_PATH: &str = "/auth/logout";
 /// The cookie the login page reads (and deletes) to show what went wrong.
 pub const ERROR_COOKIE: &str = "error";
-/// The cookie holding an SSO login's `state` between `/auth/login` and the callback.
+/// The cookie holding an SSO login's signed ticket between `/auth/login` and the
+/// callback.
 pub const STATE_COOKIE: &str = "state";
-/// How long an SSO login may take from the form to the callback.
-const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+/// What the browser is told when an SSO login fails for a reason that is the provider's
+/// or the configuration's: the details (status codes, addresses, token errors) go to the
+/// log only, so the login page is no oracle for probing hosts.
+pub const SSO_FAILED: &str = "Single sign-on failed; the control plane's log says why";
 const ERROR_COOKIE_MAX_AGE: u64 = 10 * 60;
 /// Largest login form accepted.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
@@ -46,6 +51,7 @@ pub const MAX_FORM_BYTES: usize = 16 * 1024;
 pub struct Console {
     web: Arc<WebApi>,
     signer: SessionSigner,
+    sso_states: SsoStateSigner,
     /// Cookies without `Secure`: only for plain-HTTP local use.
     insecure_cookie: bool,
     files: Option<StaticFiles>,
@@ -83,7 +89,7 @@ impl ResolvedSso {
     /// carry their own redirect URI).
     async fn authorization_url(
         &self,
-        state: &str,
+        state: &SsoState,
         github_redirect: Option<&str>,
     ) -> Result<String, SsoError> {
         match &self.sso {
@@ -93,7 +99,7 @@ impl ResolvedSso {
                     .await
             }
             Sso::Github(gh) => {
-                github::authorization_url(gh, &self.client_id, github_redirect, state)
+                github::authorization_url(gh, &self.client_id, github_redirect, &state.id)
             }
         }
     }
@@ -102,13 +108,21 @@ impl ResolvedSso {
     async fn user(
         &self,
         code: &str,
+        state: &SsoState,
         github_redirect: Option<&str>,
         project: &wisp_proto::model::Project,
     ) -> Result<oidc::SsoUser, SsoError> {
         match &self.sso {
             Sso::Oidc(oidc) => {
                 oidc::OidcClient::new(&oidc.proxy_url)?
-                    .user(oidc, &self.client_id, &self.client_secret, code, project)
+                    .user(
+                        oidc,
+                        &self.client_id,
+                        &self.client_secret,
+                        code,
+                        state,
+                        project,
+                    )
                     .await
             }
             Sso::Github(gh) => {
@@ -127,10 +141,11 @@ impl ResolvedSso {
 }
 
 impl Console {
-    pub fn new(web: Arc<WebApi>, signer: SessionSigner) -> Self {
+    pub fn new(web: Arc<WebApi>, signer: SessionSigner, sso_states: SsoStateSigner) -> Self {
         Console {
             web,
             signer,
+            sso_states,
             insecure_cookie: false,
             files: None,
             sso_key: None,
@@ -222,7 +237,13 @@ impl Console {
             STATIC_LOGIN_PATH => self.static_login(req).await,
             LOGIN_PATH => self.sso_login(req).await,
             CALLBACK_PATH => self.sso_callback(req).await,
-            LOGOUT_PATH => self.logout(&req).await,
+            LOGOUT_PATH if req.method() == Method::POST => self.logout(&req).await,
+            // The upstream console's logout is a link: GET answers a page whose button
+            // posts the logout, so that no other site can log a user out with a link.
+            LOGOUT_PATH if req.method() == Method::GET || req.method() == Method::HEAD => {
+                html(StatusCode::OK, LOGOUT_PAGE)
+            }
+            LOGOUT_PATH => plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
             _ => match &self.files {
                 Some(files) if req.method() == Method::GET || req.method() == Method::HEAD => {
                     files.serve(&path, req.method() == Method::HEAD).await
@@ -239,6 +260,9 @@ impl Console {
     async fn static_login(&self, req: Request<Bytes>) -> Response<Bytes> {
         if req.method() != Method::POST {
             return self.error_redirect("Method not allowed");
+        }
+        if cross_site(&req) {
+            return self.error_redirect("Log in from the console's own page");
         }
         let form = Form::parse(req.body());
         let Some(project_id) = form.get("project") else {
@@ -263,6 +287,10 @@ impl Console {
         if project.static_admin_disabled {
             return self.error_redirect("Static admin is disabled");
         }
+        if self.web.login_throttled(project_id, username).await {
+            tracing::warn!(project = %project_id, "static admin login refused: too many failures");
+            return self.error_redirect("Too many failed logins; try again later");
+        }
         let admin = project.static_admin.unwrap_or_default();
         let matches = {
             let hash = admin.password_hash.clone();
@@ -274,8 +302,10 @@ impl Console {
         };
         if admin.username.is_empty() || admin.username != username || !matches {
             tracing::info!(project = %project_id, "static admin login refused");
+            self.web.record_failed_login(project_id, username).await;
             return self.error_redirect("Unable to login");
         }
+        self.web.clear_failed_logins(project_id, username).await;
         let caller = WebCaller {
             subject: admin.username.clone(),
             avatar_url: String::new(),
@@ -307,6 +337,9 @@ impl Console {
         if req.method() != Method::POST {
             return self.error_redirect("Method not allowed");
         }
+        if cross_site(&req) {
+            return self.error_redirect("Log in from the console's own page");
+        }
         let form = Form::parse(req.body());
         let Some(project_id) = form.get("project") else {
             return self.error_redirect("Missing project id");
@@ -317,19 +350,12 @@ impl Console {
         };
         let resolved = match self.sso_settings(&project) {
             Ok(s) => s,
-            Err(e) => return self.error_redirect(&e.to_string()),
+            Err(e) => return self.sso_failed(&project.id, &e),
         };
-        // The state names the project and expires; the callback checks it against the
-        // cookie, so a login cannot be started by someone else's page.
-        let state = match self.signer.clone().with_ttl(STATE_TTL).sign(&WebCaller {
-            subject: format!("sso-state-{}", wisp_auth::keys::generate_random_string(16)),
-            avatar_url: String::new(),
-            project_id: project.id.clone(),
-            roles: vec![],
-            ..Default::default()
-        }) {
-            Ok(s) => s,
-            Err(_) => return self.error_redirect("Internal error"),
+        // The state is a ticket of its own kind (never a session), in an HttpOnly cookie;
+        // the provider sees only its id.
+        let Ok((state, ticket)) = self.sso_states.start(&project.id) else {
+            return self.error_redirect("Internal error");
         };
         let url = resolved
             .authorization_url(&state, self.github_redirect(&project.id).as_deref())
@@ -344,15 +370,32 @@ impl Console {
                 self.set_cookie(
                     &mut resp,
                     &format!(
-                        "{STATE_COOKIE}={state}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax",
-                        STATE_TTL.as_secs()
+                        "{STATE_COOKIE}={ticket}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax",
+                        SSO_STATE_TTL.as_secs()
                     ),
                 );
                 resp
             }
-            Err(e) => {
-                tracing::warn!(project = %project.id, error = %e, "SSO login could not start");
-                self.error_redirect(&e.to_string())
+            Err(e) => self.sso_failed(&project.id, &e),
+        }
+    }
+
+    /// An SSO failure: the details to the log, a message without them to the browser
+    /// (except a refusal, which tells the user what to ask for).
+    fn sso_failed(&self, project_id: &str, err: &SsoError) -> Response<Bytes> {
+        match err {
+            SsoError::Denied(why) => {
+                tracing::info!(project = %project_id, reason = %why, "SSO login refused");
+                self.error_redirect(why)
+            }
+            // The administrator's settings, not the network: safe and useful to show.
+            SsoError::Config(why) => {
+                tracing::warn!(project = %project_id, reason = %why, "SSO is misconfigured");
+                self.error_redirect(why)
+            }
+            other => {
+                tracing::warn!(project = %project_id, error = %other, "SSO login failed");
+                self.error_redirect(SSO_FAILED)
             }
         }
     }
@@ -370,18 +413,19 @@ impl Console {
         let (Some(code), Some(state)) = (query.get("code"), query.get("state")) else {
             return self.error_redirect("Missing code or state");
         };
-        let cookie_state = req
+        let ticket = req
             .headers()
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .find_map(|h| wisp_auth::credentials::find_cookie(h, STATE_COOKIE));
-        if cookie_state != Some(state) {
+        let Some(started) = ticket.and_then(|t| self.sso_states.open(t, state).ok()) else {
+            return self.error_redirect("The login expired or was not started here; try again");
+        };
+        // Each state finishes one login at most.
+        if !self.web.claim_sso_state(&started.id, SSO_STATE_TTL).await {
             return self.error_redirect("The login expired or was not started here; try again");
         }
-        let Ok(started) = self.signer.verify(state) else {
-            return self.error_redirect("The login expired; try again");
-        };
         let project = match self.web.load_project(&started.project_id).await {
             Ok(p) => p,
             Err(_) => {
@@ -391,17 +435,19 @@ impl Console {
         };
         let resolved = match self.sso_settings(&project) {
             Ok(s) => s,
-            Err(e) => return self.error_redirect(&e.to_string()),
+            Err(e) => return self.sso_failed(&project.id, &e),
         };
         let user = resolved
-            .user(code, self.github_redirect(&project.id).as_deref(), &project)
+            .user(
+                code,
+                &started,
+                self.github_redirect(&project.id).as_deref(),
+                &project,
+            )
             .await;
         let user = match user {
             Ok(u) => u,
-            Err(e) => {
-                tracing::info!(project = %project.id, error = %e, "SSO login refused");
-                return self.error_redirect(&e.to_string());
-            }
+            Err(e) => return self.sso_failed(&project.id, &e),
         };
         let caller = WebCaller {
             subject: user.username,
@@ -505,6 +551,9 @@ impl Console {
     /// Ends the session on the server too: its id is revoked, so the token stops
     /// working even where the cookie was kept.
     async fn logout(&self, req: &Request<Bytes>) -> Response<Bytes> {
+        if cross_site(req) {
+            return plain(StatusCode::FORBIDDEN, "log out from the console's own page");
+        }
         let token = req
             .headers()
             .get_all(header::COOKIE)
@@ -574,6 +623,59 @@ fn redirect(status: StatusCode, location: &'static str) -> Response<Bytes> {
     resp
 }
 
+/// The page `GET /auth/logout` answers: a button that posts the logout.
+const LOGOUT_PAGE: &str = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width\"><title>Log out of PipeCD</title>\
+<style>body{font-family:sans-serif;display:flex;justify-content:center;margin-top:20vh}\
+button{font-size:1rem;padding:.6em 1.4em;margin:0 .4em}</style></head><body>\
+<form method=\"post\" action=\"/auth/logout\"><p>Log out of PipeCD?</p>\
+<button type=\"submit\">Log out</button><a href=\"/\">Cancel</a></form></body></html>\n";
+
+/// Whether a browser sent `req` from another site: `Sec-Fetch-Site: cross-site`, or an
+/// `Origin` whose host is not the one the request went to. Requests without either
+/// header (non-browser clients) are not cross-site.
+fn cross_site(req: &Request<Bytes>) -> bool {
+    let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
+    if header("sec-fetch-site") == Some("cross-site") {
+        return true;
+    }
+    let Some(origin) = header("origin") else {
+        return false;
+    };
+    let origin_host = origin
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.authority().map(|a| a.as_str().to_ascii_lowercase()));
+    let host = header("host").map(str::to_ascii_lowercase).or_else(|| {
+        req.uri()
+            .authority()
+            .map(|a| a.as_str().to_ascii_lowercase())
+    });
+    match (origin_host, host) {
+        (Some(origin), Some(host)) => {
+            // The default ports may be left out on either side.
+            let bare = |h: &str| {
+                h.trim_end_matches(":443")
+                    .trim_end_matches(":80")
+                    .to_string()
+            };
+            bare(&origin) != bare(&host)
+        }
+        // `Origin: null` (a sandboxed or privacy-sensitive context), or no host to compare.
+        _ => true,
+    }
+}
+
+fn html(status: StatusCode, page: &'static str) -> Response<Bytes> {
+    let mut resp = Response::new(Bytes::from_static(page.as_bytes()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    resp
+}
+
 pub(crate) fn plain(status: StatusCode, text: &'static str) -> Response<Bytes> {
     let mut resp = Response::new(Bytes::from_static(text.as_bytes()));
     *resp.status_mut() = status;
@@ -623,5 +725,41 @@ fn shared_sso_as_model(c: &wisp_config::SharedSsoConfig) -> ProjectSsoConfig {
             username_claim_key: text(&o.username_claim_key),
             avatar_url_claim_key: text(&o.avatar_url_claim_key),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn post(headers: &[(&str, &str)]) -> Request<Bytes> {
+        let mut req = Request::post("/auth/logout");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.body(Bytes::new()).unwrap()
+    }
+
+    #[test]
+    fn cross_site_posts_are_recognised() {
+        assert!(!cross_site(&post(&[])));
+        assert!(!cross_site(&post(&[
+            ("host", "pipecd.example.com"),
+            ("origin", "https://pipecd.example.com"),
+        ])));
+        assert!(!cross_site(&post(&[
+            ("host", "localhost:8080"),
+            ("origin", "http://localhost:8080"),
+            ("sec-fetch-site", "same-origin"),
+        ])));
+        assert!(cross_site(&post(&[
+            ("host", "pipecd.example.com"),
+            ("origin", "https://evil.example.com"),
+        ])));
+        assert!(cross_site(&post(&[
+            ("host", "pipecd.example.com"),
+            ("origin", "null"),
+        ])));
+        assert!(cross_site(&post(&[("sec-fetch-site", "cross-site")])));
     }
 }

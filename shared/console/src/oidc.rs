@@ -1,7 +1,13 @@
 //! OpenID Connect login (upstream's `pkg/oauth/oidc`): `POST /auth/login` sends the browser
-//! to the provider with a signed `state`; `GET /auth/callback` trades the code for an ID
-//! token, checks it against the provider's keys, and maps its role claims to the
-//! project's roles.
+//! to the provider with the login's `state`, a `nonce` and a PKCE challenge;
+//! `GET /auth/callback` trades the code (with the PKCE verifier) for an ID token, checks it
+//! against the provider's keys, its issuer and the nonce, and maps the project's role
+//! claim to the project's roles.
+//!
+//! The provider's addresses (issuer, and the endpoints its discovery document or the
+//! project names) must be `https://`; plain `http://` is accepted for loopback hosts only
+//! (a provider run beside the control plane in tests). The discovery document must name
+//! the configured issuer.
 
 use bytes::Bytes;
 use http::{Method, Request, header};
@@ -9,22 +15,42 @@ use http_body_util::Full;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use wisp_auth::SsoState;
 use wisp_proto::model;
 use wisp_services::web::rbac::sso_roles;
 
 use crate::provider::ProviderClient;
 
-/// Claims upstream reads the user name, avatar and roles from, when the project names
-/// none.
+/// Claims upstream reads the user name and avatar from, when the project names none.
 const USERNAME_CLAIMS: [&str; 4] = ["username", "preferred_username", "name", "cognito:username"];
 const AVATAR_CLAIMS: [&str; 2] = ["picture", "avatar_url"];
-const ROLE_CLAIMS: [&str; 5] = [
-    "groups",
-    "roles",
-    "cognito:groups",
-    "custom:roles",
-    "custom:groups",
-];
+
+/// Whether `url` may be a provider address: `https://`, or `http://` to a loopback host.
+pub fn provider_url_allowed(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    match uri.scheme_str() {
+        Some("https") => uri.host().is_some_and(|h| !h.is_empty()),
+        Some("http") => uri.host().is_some_and(|h| {
+            let h = h.trim_start_matches('[').trim_end_matches(']');
+            h == "localhost"
+                || h.parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }),
+        _ => false,
+    }
+}
+
+fn check_provider_url(what: &str, url: &str) -> Result<(), SsoError> {
+    if provider_url_allowed(url) {
+        Ok(())
+    } else {
+        Err(SsoError::Config(format!(
+            "the OIDC {what} must be an https:// address (http:// only to localhost)"
+        )))
+    }
+}
 
 /// Why an SSO login failed; the text goes to the login page's `error` cookie.
 #[derive(Debug, thiserror::Error)]
@@ -117,17 +143,27 @@ impl OidcClient {
                 "the project's OIDC issuer is not set".into(),
             ));
         }
-        let url = format!(
-            "{}/.well-known/openid-configuration",
-            oidc.issuer.trim_end_matches('/')
-        );
+        check_provider_url("issuer", &oidc.issuer)?;
+        let issuer = oidc.issuer.trim_end_matches('/');
+        let url = format!("{issuer}/.well-known/openid-configuration");
         let mut discovery: Discovery = self.get_json(&url).await?;
+        // Deviation: upstream takes whatever issuer the document names; a document that
+        // names another one is refused (the ID token's issuer is checked against it).
+        if discovery.issuer.trim_end_matches('/') != issuer {
+            return Err(SsoError::Provider(format!(
+                "the discovery document names issuer {:?}, not the configured {issuer:?}",
+                discovery.issuer
+            )));
+        }
         if !oidc.authorization_endpoint.is_empty() {
             discovery.authorization_endpoint = oidc.authorization_endpoint.clone();
         }
         if !oidc.token_endpoint.is_empty() {
             discovery.token_endpoint = oidc.token_endpoint.clone();
         }
+        check_provider_url("authorization endpoint", &discovery.authorization_endpoint)?;
+        check_provider_url("token endpoint", &discovery.token_endpoint)?;
+        check_provider_url("JWKS address", &discovery.jwks_uri)?;
         Ok(discovery)
     }
 
@@ -136,7 +172,7 @@ impl OidcClient {
         &self,
         oidc: &model::project_sso_config::Oidc,
         client_id: &str,
-        state: &str,
+        state: &SsoState,
     ) -> Result<String, SsoError> {
         let discovery = self.discover(oidc).await?;
         let mut scopes = vec!["openid".to_string()];
@@ -146,7 +182,10 @@ impl OidcClient {
             .append_pair("client_id", client_id)
             .append_pair("redirect_uri", &oidc.redirect_uri)
             .append_pair("scope", &scopes.join(" "))
-            .append_pair("state", state)
+            .append_pair("state", &state.id)
+            .append_pair("nonce", &state.nonce)
+            .append_pair("code_challenge", &state.code_challenge())
+            .append_pair("code_challenge_method", "S256")
             .finish();
         let sep = if discovery.authorization_endpoint.contains('?') {
             '&'
@@ -163,6 +202,7 @@ impl OidcClient {
         client_id: &str,
         client_secret: &str,
         code: &str,
+        state: &SsoState,
         project: &model::Project,
     ) -> Result<SsoUser, SsoError> {
         let discovery = self.discover(oidc).await?;
@@ -172,6 +212,7 @@ impl OidcClient {
             .append_pair("redirect_uri", &oidc.redirect_uri)
             .append_pair("client_id", client_id)
             .append_pair("client_secret", client_secret)
+            .append_pair("code_verifier", &state.code_verifier)
             .finish();
         let req = Request::builder()
             .method(Method::POST)
@@ -207,6 +248,12 @@ impl OidcClient {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(&token.id_token, &key, &validation)
             .map_err(|e| SsoError::Token(e.to_string()))?
             .claims;
+        // The token answers this login, not a replayed one.
+        if claims.get("nonce").and_then(Value::as_str) != Some(state.nonce.as_str()) {
+            return Err(SsoError::Token(
+                "the ID token's nonce is not this login's".into(),
+            ));
+        }
         user_from_claims(&claims, oidc, project)
     }
 }
@@ -222,13 +269,16 @@ fn claim_strings(claims: &Map<String, Value>, key: &str) -> Vec<String> {
     }
 }
 
-/// The user name, avatar and project roles the claims give. A claim value is a role
-/// when it names one of the project's roles, or an SSO group the project maps to a role
-/// (`user_groups`). With none, `allow_stray_as_viewer` makes the user a Viewer;
-/// otherwise the login is refused.
+/// The user name, avatar and project roles the claims give. Roles come from the one claim
+/// the project names (`roles_claim_key`): a value is a role when it names one of the
+/// project's roles, or an SSO group the project maps to a role (`user_groups`). With
+/// none, `allow_stray_as_viewer` makes the user a Viewer; otherwise the login is refused.
 ///
 /// Deviation: upstream accepts only the built-in role names as claim values and lets a
-/// user in with no role at all when the claim names none of them.
+/// user in with no role at all when the claim names none of them; and without a
+/// configured claim it reads a default list that includes `custom:roles` and
+/// `custom:groups`, which users of some providers (Cognito) can edit themselves. Wisp
+/// reads no role claim unless the project names one.
 pub fn user_from_claims(
     claims: &Map<String, Value>,
     oidc: &model::project_sso_config::Oidc,
@@ -249,10 +299,11 @@ pub fn user_from_claims(
         .iter()
         .find_map(|k| claim_strings(claims, k).into_iter().next())
         .unwrap_or_default();
-    let values: Vec<String> = pick(&oidc.roles_claim_key, &ROLE_CLAIMS)
-        .iter()
-        .flat_map(|k| claim_strings(claims, k))
-        .collect();
+    let values: Vec<String> = if oidc.roles_claim_key.is_empty() {
+        Vec::new()
+    } else {
+        claim_strings(claims, &oidc.roles_claim_key)
+    };
     let Some(roles) = sso_roles(project, &values, true) else {
         return Err(SsoError::Denied(format!(
             "{username} has no role in project {}",
@@ -295,9 +346,55 @@ mod tests {
         v.as_object().cloned().unwrap_or_default()
     }
 
+    fn groups_claim() -> model::project_sso_config::Oidc {
+        model::project_sso_config::Oidc {
+            roles_claim_key: "groups".into(),
+            ..Default::default()
+        }
+    }
+
+    /// Without a configured claim no claim gives roles, a user-writable one least of all.
+    #[test]
+    fn no_role_claim_is_read_unless_the_project_names_one() {
+        let oidc = model::project_sso_config::Oidc::default();
+        let claims = claims(serde_json::json!({
+            "username": "mallory",
+            "custom:roles": ["Admin"],
+            "custom:groups": ["Admin"],
+            "groups": ["Admin"],
+        }));
+        let refused = user_from_claims(&claims, &oidc, &project(&[], false));
+        assert!(matches!(refused, Err(SsoError::Denied(_))));
+        let viewer = user_from_claims(&claims, &oidc, &project(&[], true)).unwrap();
+        assert_eq!(viewer.roles, vec!["Viewer".to_string()]);
+    }
+
+    #[test]
+    fn providers_must_be_https_except_on_loopback() {
+        for ok in [
+            "https://idp.example.com",
+            "https://idp.example.com/realms/x",
+            "http://127.0.0.1:8080",
+            "http://localhost:9000/x",
+            "http://[::1]:80",
+        ] {
+            assert!(provider_url_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "http://idp.example.com",
+            "http://169.254.169.254/latest",
+            "http://10.0.0.1",
+            "ftp://idp.example.com",
+            "idp.example.com",
+            "",
+        ] {
+            assert!(!provider_url_allowed(bad), "{bad}");
+        }
+    }
+
     #[test]
     fn roles_come_from_role_names_and_mapped_groups() {
-        let oidc = model::project_sso_config::Oidc::default();
+        let oidc = groups_claim();
         let user = user_from_claims(
             &claims(serde_json::json!({
                 "preferred_username": "ann",
@@ -318,7 +415,7 @@ mod tests {
 
     #[test]
     fn legacy_team_settings_grant_built_in_roles() {
-        let oidc = model::project_sso_config::Oidc::default();
+        let oidc = groups_claim();
         let mut p = project(&[], false);
         p.rbac = Some(model::ProjectRbacConfig {
             admin: "acme/admins".into(),
@@ -342,7 +439,7 @@ mod tests {
 
     #[test]
     fn strays_are_viewers_only_when_the_project_allows_it() {
-        let oidc = model::project_sso_config::Oidc::default();
+        let oidc = groups_claim();
         let stray = claims(serde_json::json!({"username": "bob", "groups": ["elsewhere"]}));
         let user = user_from_claims(&stray, &oidc, &project(&[], true)).expect("a viewer");
         assert_eq!(user.roles, vec!["Viewer".to_string()]);

@@ -14,6 +14,7 @@ mod commands;
 mod deployments;
 mod events;
 mod insights;
+pub mod logins;
 mod pipeds;
 mod project;
 pub mod rbac;

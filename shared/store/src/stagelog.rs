@@ -32,7 +32,7 @@ use crate::support::{
 pub const EOL: &str = "EOL";
 
 /// Default cap on one stage's log, as stored (JSON lines).
-pub const DEFAULT_MAX_BYTES: usize = 2 * 1024 * 1024;
+pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Smallest cap accepted: room for the block that says the log was cut.
 pub const MIN_MAX_BYTES: usize = 4 * 1024;
 /// Index of the block that says a log was cut: after any real block, and exact in

@@ -267,6 +267,23 @@ impl WebApi {
         .await;
     }
 
+    /// Records an SSO login's state `id` as used; false if it already was. Shared by the
+    /// instances through the cache (Redis when configured); a cache that cannot be read
+    /// or written lets the login through, since the state is also bound to the
+    /// browser's cookie and expires within `ttl`.
+    pub async fn claim_sso_state(&self, id: &str, ttl: std::time::Duration) -> bool {
+        let key = super::logins::cache_key("wisp-sso-state-used", &[id]);
+        match self.stores.cache.get(&key).await {
+            Ok(Some(_)) => return false,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "SSO state: cache unreadable"),
+        }
+        if let Err(e) = self.stores.cache.put(&key, b"1".to_vec(), Some(ttl)).await {
+            tracing::warn!(error = %e, "SSO state: cache unwritable");
+        }
+        true
+    }
+
     /// UNAUTHENTICATED once the session was logged out.
     async fn check_session_open(&self, caller: &WebCaller) -> Result<(), ServiceError> {
         if !caller.session_id.is_empty()

@@ -311,7 +311,7 @@ async fn reachable(target: &Target) -> Result<(), CliError> {
 
 /// Registers `count` pipeds named `sim-<run>-<i>`, each with `apps` applications
 /// `sim-<run>-<i>-app-<j>`, the records `wisp piped add` and `wisp application add` make
-/// (one bcrypt-hashed key per piped; Kubernetes applications in repo `examples`).
+/// (one generated key per piped; Kubernetes applications in repo `examples`).
 async fn register(
     stores: &Stores,
     project: &str,
@@ -319,7 +319,7 @@ async fn register(
     count: usize,
     apps: usize,
 ) -> Result<Vec<RegisteredPiped>, CliError> {
-    // bcrypt dominates: hash on every core, a few pipeds at a time.
+    // The store writes dominate: a few pipeds at a time per core.
     let parallel = std::thread::available_parallelism().map_or(2, |n| n.get() * 2);
     let semaphore = Arc::new(tokio::sync::Semaphore::new(parallel));
     let mut tasks = tokio::task::JoinSet::new();

@@ -2,8 +2,13 @@
 //!
 //! * piped key: 50 chars of `[a-z0-9]`; at most [`MAX_PIPED_KEYS`] stored hashes per piped;
 //! * API key: `<uuid v4>.<32 chars of [a-z0-9]>`, the hash is of the full string;
-//! * hashes are bcrypt, cost [`DEFAULT_COST`] (Go's `bcrypt.DefaultCost`), written as `$2a$`
-//!   like Go's, so they move between upstream and Wisp unchanged.
+//! * keys Wisp generates are stored as [`hash_generated_key`]: SHA-256, compared in
+//!   constant time. They carry 258 bits (piped) and 165 bits (API key) of randomness, so
+//!   a slow hash would buy nothing against guessing and would cost tens of milliseconds
+//!   of CPU on every first check (a fleet's cold start, a flood of made-up keys);
+//! * passwords, and keys that came from upstream PipeCD, are bcrypt, cost
+//!   [`DEFAULT_COST`] (Go's `bcrypt.DefaultCost`), written as `$2a$` like Go's, so they
+//!   move between upstream and Wisp unchanged. [`verify_secret`] takes either.
 
 use rand::RngExt;
 
@@ -33,17 +38,39 @@ pub fn generate_random_string(n: usize) -> String {
         .collect()
 }
 
-/// A new piped key (plaintext; store only [`hash_secret`] of it).
+/// A new piped key (plaintext; store only [`hash_generated_key`] of it).
 pub fn generate_piped_key() -> String {
     generate_random_string(PIPED_KEY_LENGTH)
 }
 
 /// A new API key: `(id, key)` where `id` is a UUID v4 and `key` is `<id>.<secret>`
-/// (plaintext; store only [`hash_secret`] of `key`).
+/// (plaintext; store only [`hash_generated_key`] of `key`).
 pub fn generate_api_key() -> (String, String) {
     let id = uuid::Uuid::new_v4().to_string();
     let key = format!("{id}.{}", generate_random_string(API_KEY_SECRET_LENGTH));
     (id, key)
+}
+
+/// How the hashes of generated keys start.
+pub const GENERATED_KEY_HASH_PREFIX: &str = "$wisp-sha256$";
+
+/// The stored hash of a key Wisp generated: [`GENERATED_KEY_HASH_PREFIX`] and the hex
+/// SHA-256 of the key. Only for high-entropy keys ([`generate_piped_key`],
+/// [`generate_api_key`]); passwords use [`hash_secret`].
+pub fn hash_generated_key(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(key.as_bytes());
+    let mut out = String::with_capacity(GENERATED_KEY_HASH_PREFIX.len() + 64);
+    out.push_str(GENERATED_KEY_HASH_PREFIX);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// Whether checking a secret against `hash` costs a bcrypt (tens of milliseconds).
+pub fn is_slow_hash(hash: &str) -> bool {
+    !hash.starts_with(GENERATED_KEY_HASH_PREFIX)
 }
 
 /// bcrypt hash of `secret` at [`DEFAULT_COST`].
@@ -63,9 +90,16 @@ pub fn hash_secret_with_cost(secret: &str, cost: u32) -> Result<String, HashErro
     Ok(parts.format_for_version(bcrypt::Version::TwoA))
 }
 
-/// Whether `secret` matches the bcrypt `hash` (`$2a$`, `$2b$`, `$2x$` or `$2y$`). A
-/// malformed hash is simply no match. Constant-time in the comparison; costs one bcrypt.
+/// Whether `secret` matches `hash`: a generated key's hash ([`hash_generated_key`]) or
+/// bcrypt (`$2a$`, `$2b$`, `$2x$` or `$2y$`, one bcrypt of work). A malformed hash is
+/// simply no match. Constant-time in the comparison.
 pub fn verify_secret(secret: &str, hash: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    if hash.starts_with(GENERATED_KEY_HASH_PREFIX) {
+        let computed = hash_generated_key(secret);
+        return computed.len() == hash.len()
+            && bool::from(computed.as_bytes().ct_eq(hash.as_bytes()));
+    }
     bcrypt::verify(secret, hash).unwrap_or(false)
 }
 
@@ -76,6 +110,20 @@ mod tests {
     fn is_alnum_lower(s: &str) -> bool {
         s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    }
+
+    #[test]
+    fn generated_keys_hash_fast_and_verify() {
+        let key = generate_piped_key();
+        let hash = hash_generated_key(&key);
+        assert!(hash.starts_with(GENERATED_KEY_HASH_PREFIX) && !is_slow_hash(&hash));
+        assert_eq!(hash.len(), GENERATED_KEY_HASH_PREFIX.len() + 64);
+        assert!(verify_secret(&key, &hash));
+        assert!(!verify_secret(&generate_piped_key(), &hash));
+        assert!(!verify_secret(&key, &hash[..hash.len() - 1]));
+        // bcrypt hashes (passwords, keys imported from upstream) still verify.
+        let old = hash_secret_with_cost(&key, MIN_COST).unwrap();
+        assert!(is_slow_hash(&old) && verify_secret(&key, &old));
     }
 
     #[test]

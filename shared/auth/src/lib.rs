@@ -20,8 +20,8 @@ pub use jwt::{
     static_admin_fingerprint,
 };
 pub use keys::{
-    MAX_PIPED_KEYS, generate_api_key, generate_piped_key, hash_secret, hash_secret_with_cost,
-    verify_secret,
+    GENERATED_KEY_HASH_PREFIX, MAX_PIPED_KEYS, generate_api_key, generate_piped_key,
+    hash_generated_key, hash_secret, hash_secret_with_cost, is_slow_hash, verify_secret,
 };
 pub use sso_state::{SSO_STATE_TTL, SsoState, SsoStateSigner};
 pub use verifier::{

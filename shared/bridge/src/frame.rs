@@ -347,3 +347,78 @@ mod tests {
         }
     }
 }
+
+/// Bodies and trailer blocks come from the network: any bytes give frames or an error,
+/// and what parses re-encodes to the same bytes.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cases() -> u32 {
+        std::env::var("WISP_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(256)
+    }
+
+    /// Frames that are nearly valid: real headers around random payloads and flags.
+    fn framed() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(
+            (
+                any::<u8>(),
+                proptest::collection::vec(any::<u8>(), 0..64),
+                any::<i8>(),
+            ),
+            0..6,
+        )
+        .prop_map(|frames| {
+            let mut out = Vec::new();
+            for (flags, payload, skew) in frames {
+                out.push(flags);
+                let len = (payload.len() as i64 + i64::from(skew % 3)).max(0) as u32;
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&payload);
+            }
+            out
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn any_body_splits_or_errs(body in prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..512),
+            framed(),
+        ]) {
+            let body = Bytes::from(body);
+            if let Ok(frames) = split_frames(&body) {
+                let mut again = BytesMut::new();
+                for f in &frames {
+                    encode_frame(f.flags, &f.payload, &mut again).unwrap();
+                }
+                prop_assert_eq!(again.freeze(), body.clone());
+            }
+            let _ = request_messages(&body);
+            let _ = parse_web_body(&body);
+        }
+
+        #[test]
+        fn any_trailer_block_parses_or_errs(block in prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..256),
+            "([a-z-]{0,12}:[ -~]{0,20}\r?\n){0,6}".prop_map(String::into_bytes),
+        ]) {
+            if let Ok(trailers) = parse_trailers(&block) {
+                let _ = encode_trailers(&trailers);
+            }
+        }
+
+        #[test]
+        fn any_gzip_payload_inflates_within_the_limit(data in proptest::collection::vec(any::<u8>(), 0..256), limit in 0usize..4096) {
+            if let Ok(out) = crate::compress::gunzip(&data, limit) {
+                prop_assert!(out.len() <= limit);
+            }
+        }
+    }
+}

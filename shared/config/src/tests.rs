@@ -779,3 +779,75 @@ fn stage_log_cap_defaults_and_can_be_set() {
     .to_string();
     assert!(err.contains("stageLogs.maxBytesPerStage"), "{err}");
 }
+
+/// Configs come from files and secrets an operator may mistype: any text, and the
+/// samples with bytes changed, parse or give an error (never a panic), and an error never
+/// repeats the values it was given.
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cases() -> u32 {
+        std::env::var("WISP_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(256)
+    }
+
+    fn samples() -> Vec<String> {
+        [
+            "aws.yaml",
+            "control-plane-config.yaml",
+            "embedded.yaml",
+            "quickstart.yaml",
+        ]
+        .iter()
+        .map(|n| std::fs::read_to_string(testdata(n)).unwrap_or_default())
+        .collect()
+    }
+
+    /// A sample with a few bytes overwritten, inserted or cut.
+    fn mutated() -> impl Strategy<Value = String> {
+        (
+            proptest::sample::select(samples()),
+            proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..6),
+        )
+            .prop_map(|(sample, edits)| {
+                let mut bytes = sample.into_bytes();
+                for (at, byte, op) in edits {
+                    if bytes.is_empty() {
+                        break;
+                    }
+                    let i = at.index(bytes.len());
+                    match op {
+                        0 => bytes[i] = byte,
+                        1 => bytes.insert(i, byte),
+                        _ => {
+                            bytes.remove(i);
+                        }
+                    }
+                }
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn any_text_parses_or_errs(text in prop_oneof![".{0,300}", mutated()]) {
+            if let Ok(config) = parse(&text) {
+                let _ = config.validate();
+                let _ = config.ensure_supported();
+            }
+        }
+
+        #[test]
+        fn a_mistyped_secret_is_not_echoed(secret in "[A-Za-z0-9]{24}") {
+            let yaml = format!("{ENVELOPE}spec:\n  stateKey: [{secret}\n");
+            if let Err(e) = parse(&yaml) {
+                prop_assert!(!e.to_string().contains(&secret), "{e}");
+            }
+        }
+    }
+}

@@ -465,3 +465,117 @@ async fn requests_over_the_alb_limit_are_resource_exhausted() {
     );
     assert!(message.contains("grpc-encoding: gzip"), "{message}");
 }
+
+/// Whatever the load balancer hands over — any method, path, headers, body, base64 or
+/// not, gzip or not, with or without a valid piped key — the piped-api stack answers with
+/// an HTTP status (a gRPC error for what is not a valid call) and never panics.
+#[test]
+fn any_alb_event_gets_an_answer() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let cases = std::env::var("WISP_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let env = rt.block_on(Env::new());
+    let stack = env.piped_stack();
+
+    let rpcs: Vec<String> = wisp_transport::limits::PIPED
+        .methods
+        .iter()
+        .map(|(m, _, _)| format!("/grpc.service.pipedservice.PipedService/{m}"))
+        .collect();
+    let path = prop_oneof![
+        4 => proptest::sample::select(rpcs),
+        1 => "/[ -~]{0,40}",
+        1 => Just("/healthz".to_string()),
+    ];
+    let frame = |flag: u8, payload: Vec<u8>| {
+        let mut out = vec![flag];
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        out.extend(payload);
+        out
+    };
+    let body = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..300),
+        proptest::collection::vec(any::<u8>(), 0..200).prop_map(move |p| frame(0, p)),
+        proptest::collection::vec(any::<u8>(), 0..200).prop_map(move |p| {
+            use std::io::Write;
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            let _ = gz.write_all(&p);
+            let packed = gz.finish().unwrap_or_default();
+            frame(1, packed)
+        }),
+    ];
+    let authorization = prop_oneof![
+        Just(format!("PIPED-TOKEN {PROJECT},{PIPED},{PIPED_KEY}")),
+        Just(format!("PIPED-TOKEN {PROJECT},{PIPED},wrong")),
+        "[ -~]{0,60}",
+    ];
+    let content_type = prop_oneof![
+        Just("application/grpc-web+proto".to_string()),
+        Just("application/grpc-web-text".to_string()),
+        Just("application/grpc".to_string()),
+        "[ -~]{0,30}",
+    ];
+    let encoding = prop_oneof![
+        Just(None),
+        Just(Some("gzip".to_string())),
+        Just(Some("identity".to_string())),
+        "[a-z]{0,8}".prop_map(Some),
+    ];
+    let event = (
+        prop_oneof![Just("POST"), Just("GET"), Just("PUT"), Just("OPTIONS")],
+        path,
+        body,
+        any::<bool>(),
+        authorization,
+        content_type,
+        encoding,
+    )
+        .prop_map(|(method, path, body, base64, auth, ctype, enc)| {
+            let mut headers = serde_json::json!({
+                "content-type": ctype,
+                "authorization": auth,
+                "user-agent": "grpc-web-javascript/0.1",
+            });
+            if let (Some(enc), Some(map)) = (enc, headers.as_object_mut()) {
+                map.insert("grpc-encoding".into(), Value::String(enc));
+            }
+            let body = if base64 {
+                STANDARD.encode(&body)
+            } else {
+                String::from_utf8_lossy(&body).into_owned()
+            };
+            serde_json::json!({
+                "requestContext": {"elb": {"targetGroupArn": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/wisp/0123456789abcdef"}},
+                "httpMethod": method,
+                "path": path,
+                "queryStringParameters": {},
+                "headers": headers,
+                "body": body,
+                "isBase64Encoded": base64,
+            })
+            .to_string()
+        });
+
+    let config = Config {
+        cases,
+        source_file: Some(file!()),
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let outcome = runner.run(&event, |event| {
+        let response = rt.block_on(invoke(stack.clone(), &event));
+        prop_assert!((200..600).contains(&response.status), "{response:?}");
+        Ok(())
+    });
+    if let Err(failure) = outcome {
+        panic!("{failure}");
+    }
+}

@@ -563,3 +563,48 @@ mod message_sizes {
         }
     }
 }
+
+/// Request bodies are the network's: any bytes give a message within the bound or an
+/// error, and the estimate never panics and never counts less than the bytes.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cases() -> u32 {
+        std::env::var("WISP_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(256)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn any_body_unframes_within_the_limit(
+            body in proptest::collection::vec(any::<u8>(), 0..1024),
+            gzip in any::<bool>(),
+            limit in 0usize..2048,
+        ) {
+            let encoding = if gzip { Encoding::Gzip } else { Encoding::Identity };
+            if let Ok(Unframed::Plain(message)) = unframe(&body, encoding, limit) {
+                prop_assert!(message.len() <= limit);
+            }
+        }
+
+        #[test]
+        fn any_message_has_an_estimate(message in prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..2048),
+            // Nested length-delimited fields, the shape the estimate follows.
+            proptest::collection::vec((1u8..16, proptest::collection::vec(any::<u8>(), 0..32)), 0..64)
+                .prop_map(|fields| fields.into_iter().flat_map(|(n, v)| {
+                    let mut f = vec![(n << 3) | 2, v.len() as u8];
+                    f.extend(v);
+                    f
+                }).collect()),
+        ]) {
+            prop_assert!(decoded_size_estimate(&message) >= message.len());
+        }
+    }
+}

@@ -7,7 +7,7 @@ use wisp_store::stores::Stores;
 
 use super::REDACTED;
 use crate::error::ServiceError;
-use crate::support::{hash_secret, update_checked};
+use crate::support::update_checked;
 
 /// `READ_ONLY` or `READ_WRITE`, in any case, with `-` for `_`.
 pub fn parse_role(raw: &str) -> Result<Role, ServiceError> {
@@ -34,7 +34,7 @@ pub async fn generate_api_key(
         ));
     }
     let (id, key) = wisp_auth::generate_api_key();
-    let key_hash = hash_secret(key.clone(), "API key").await?;
+    let key_hash = wisp_auth::hash_generated_key(&key);
     let api_key = model::ApiKey {
         id,
         name,

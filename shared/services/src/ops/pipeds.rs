@@ -8,7 +8,7 @@ use wisp_store::stores::Stores;
 
 use super::REDACTED;
 use crate::error::ServiceError;
-use crate::support::{hash_secret, new_id, now_unix, update_checked};
+use crate::support::{new_id, now_unix, update_checked};
 
 /// A piped's name must say something: not empty, not only spaces. It is stored as given.
 fn check_name(name: &str) -> Result<(), ServiceError> {
@@ -21,8 +21,7 @@ fn check_name(name: &str) -> Result<(), ServiceError> {
 }
 
 /// A new piped of `project_id` with one freshly generated key, and that key in clear
-/// (shown once). bcrypt makes this take milliseconds of CPU: call it off the async
-/// workers (the simulator registers thousands this way), or use [`register_piped`].
+/// (shown once).
 pub fn new_piped(
     project_id: &str,
     name: String,
@@ -31,10 +30,7 @@ pub fn new_piped(
 ) -> Result<(model::Piped, String), ServiceError> {
     check_name(&name)?;
     let key = wisp_auth::generate_piped_key();
-    let hash = wisp_auth::hash_secret(&key).map_err(|e| {
-        tracing::error!(error = %e, "failed to hash a piped key");
-        ServiceError::Internal("Failed to generate the piped key".into())
-    })?;
+    let hash = wisp_auth::hash_generated_key(&key);
     let piped = model::Piped {
         id: new_id(),
         name,
@@ -59,14 +55,7 @@ pub async fn register_piped(
     desc: String,
     creator: &str,
 ) -> Result<(model::Piped, String), ServiceError> {
-    check_name(&name)?;
-    let (project_id, creator) = (project_id.to_string(), creator.to_string());
-    let (piped, key) =
-        tokio::task::spawn_blocking(move || new_piped(&project_id, name, desc, &creator))
-            .await
-            .map_err(|e| {
-                ServiceError::Internal(format!("Failed to generate the piped key: {e}"))
-            })??;
+    let (piped, key) = new_piped(project_id, name, desc, creator)?;
     let what = format!("add piped {}", piped.id);
     let piped = pipeds
         .create(piped)
@@ -85,7 +74,7 @@ pub async fn add_piped_key(
     creator: &str,
 ) -> Result<String, ServiceError> {
     let key = wisp_auth::generate_piped_key();
-    let hash = hash_secret(key.clone(), "piped key").await?;
+    let hash = wisp_auth::hash_generated_key(&key);
     let entry = model::PipedKey {
         hash,
         creator: creator.to_string(),

@@ -401,3 +401,68 @@ mod tests {
         ));
     }
 }
+
+/// Items and cursors come back from DynamoDB and from clients: whatever they hold, decoding
+/// gives a record or an error, never a panic.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cases() -> u32 {
+        std::env::var("WISP_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(256)
+    }
+
+    fn attribute() -> impl Strategy<Value = AttributeValue> {
+        let leaf = prop_oneof![
+            ".{0,40}".prop_map(AttributeValue::S),
+            prop_oneof!["-?[0-9]{1,25}".boxed(), ".{0,12}".boxed(),].prop_map(AttributeValue::N),
+            proptest::collection::vec(any::<u8>(), 0..64)
+                .prop_map(|b| AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(b))),
+            any::<bool>().prop_map(AttributeValue::Bool),
+        ];
+        leaf.prop_recursive(2, 8, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(AttributeValue::L),
+                proptest::collection::hash_map(".{0,8}", inner, 0..4).prop_map(AttributeValue::M),
+            ]
+        })
+    }
+
+    /// Attribute names: the ones decoding reads, and others.
+    fn name() -> impl Strategy<Value = String> {
+        let known: Vec<String> = [PK, SK, DATA, VERSION, PROJECT_ID, EXPIRES_AT]
+            .iter()
+            .chain(GSI_PK.iter())
+            .chain(GSI_SK.iter())
+            .map(|s| s.to_string())
+            .collect();
+        prop_oneof![proptest::sample::select(known), ".{0,12}"]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn any_item_decodes_or_errs(item in proptest::collection::hash_map(name(), attribute(), 0..12)) {
+            let _ = from_item(Kind::Application, item.clone());
+            let _ = version_of(&item);
+            let _ = is_live(&item, 0);
+        }
+
+        #[test]
+        fn any_cursor_decodes_or_errs(cursor in ".{0,200}") {
+            let _ = decode_cursor::<QueryCursor>(&cursor);
+            let _ = decode_cursor::<ScanCursor>(&cursor);
+        }
+
+        #[test]
+        fn encoded_json_cursors_of_any_shape_decode_or_err(json in ".{0,200}") {
+            let cursor = URL_SAFE_NO_PAD.encode(json.as_bytes());
+            let _ = decode_cursor::<QueryCursor>(&cursor);
+        }
+    }
+}

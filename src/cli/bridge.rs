@@ -37,6 +37,9 @@ pub struct BridgeArgs {
     /// Trust the CA certificates in this PEM file instead of the system's.
     #[arg(long)]
     pub ca_file: Option<PathBuf>,
+    /// Most client connections open at once; at the cap new ones wait until one closes.
+    #[arg(long, default_value_t = wisp_bridge::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
 }
 
 /// How long in-flight calls may take to finish after SIGTERM / Ctrl-C.
@@ -54,6 +57,11 @@ pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
     if args.timeout.is_zero() {
         return Err(CliError::Usage("--timeout must be more than 0".into()));
     }
+    if args.max_connections == 0 {
+        return Err(CliError::Usage(
+            "--max-connections must be at least 1".into(),
+        ));
+    }
     let upstream: Upstream = args
         .upstream
         .parse()
@@ -68,6 +76,7 @@ pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
     let mut config = Config::new(upstream);
     config.timeout = args.timeout;
     config.ca_file = args.ca_file;
+    config.max_connections = args.max_connections;
     let bridge = Bridge::new(config).map_err(|e| CliError::Usage(e.to_string()))?;
 
     let mut signals = Signals::install().context("install signal handlers")?;

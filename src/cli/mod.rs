@@ -11,6 +11,7 @@ mod bridge;
 mod console;
 mod flags;
 mod jobs;
+mod listen;
 mod migrate;
 mod piped;
 mod project;

@@ -59,6 +59,19 @@ pub struct ServeArgs {
         value_parser = super::flags::parse_duration
     )]
     pub request_timeout: Duration,
+    /// Most client connections open at once; at the cap new ones wait until one closes.
+    #[arg(long, env = "WISP_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Close a client connection after this long without a byte from the client (a live
+    /// client sends its next call or answers the server's HTTP/2 pings every 30 s). A new
+    /// connection must send within 30 s (or this, if shorter).
+    #[arg(
+        long,
+        env = "WISP_IDLE_TIMEOUT",
+        default_value = "5m",
+        value_parser = super::flags::parse_duration
+    )]
+    pub idle_timeout: Duration,
     /// Do not run the scheduled jobs here (for instances beside one that runs them; see
     /// `wisp jobs list` for what they are and how often they run).
     #[arg(long, env = "WISP_NO_JOBS")]
@@ -88,6 +101,14 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             "--request-timeout must be more than 0".into(),
         ));
     }
+    if args.idle_timeout.is_zero() {
+        return Err(CliError::Usage("--idle-timeout must be more than 0".into()));
+    }
+    if args.max_connections == 0 {
+        return Err(CliError::Usage(
+            "--max-connections must be at least 1".into(),
+        ));
+    }
     let app = App::open(&args.stores.sources(key)).await?;
     check_default_passwords(&app, args.addr, args.allow_default_password).await?;
     let web_api = app.web_api();
@@ -114,7 +135,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     app.log_ready("wisp serve");
     tracing::info!(addr = %local, "wisp serve ready");
 
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = super::listen::limited(listener, args.max_connections, args.idle_timeout);
     let server = Server::builder()
         .accept_http1(true)
         // Detect dead piped connections instead of holding them (and shutdown) forever.
@@ -246,6 +267,10 @@ async fn check_default_passwords(
 
 /// Calls one connection may have in flight (an upstream piped makes a few at a time).
 const MAX_STREAMS_PER_CONNECTION: u32 = 100;
+/// Default of `--max-connections`: a piped holds one connection, so room for a fleet of
+/// several thousand and the consoles beside it, within a default open-files limit raised
+/// as systemd and container runtimes do.
+const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// How long in-flight calls may take to finish after SIGTERM / Ctrl-C.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);

@@ -393,3 +393,97 @@ async fn logout_and_login_refuse_other_sites() {
         "",
     );
 }
+
+/// At `--max-connections` the server stops accepting: a further client waits (in the
+/// kernel's backlog) until a connection closes, then is served.
+fn connection_cap_holds(addr: std::net::SocketAddr) {
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    // Let the server accept both.
+    std::thread::sleep(Duration::from_millis(300));
+    let waiting = std::thread::spawn(move || {
+        let mut conn = TcpStream::connect(addr).expect("connect a third");
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("read timeout");
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: wisp\r\nconnection: close\r\n\r\n")
+            .expect("request");
+        let mut answer = String::new();
+        let _ = conn.read_to_string(&mut answer);
+        answer
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !waiting.is_finished(),
+        "a third connection was served while two were open"
+    );
+    drop(held);
+    let answer = waiting.join().expect("the third client");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+}
+
+#[test]
+fn serve_caps_open_connections() {
+    let wisp = Wisp::start_with_serve_args(&["--max-connections".into(), "2".into()]);
+    connection_cap_holds(wisp.addr());
+}
+
+#[test]
+fn bridge_caps_open_connections() {
+    let wisp = Wisp::start();
+    let dir = support::empty_data_dir();
+    let bridge = support::bridge::Bridge::start(
+        &format!("http://{}", wisp.addr()),
+        dir.path(),
+        &["--max-connections", "2"],
+    );
+    connection_cap_holds(bridge.addr());
+}
+
+/// A connection whose client sends nothing is closed at `--idle-timeout`, instead of
+/// holding one of the server's places for ever; a client that keeps calling is not.
+#[test]
+fn a_silent_connection_is_closed_at_the_idle_timeout() {
+    let wisp = Wisp::start_with_serve_args(&["--idle-timeout".into(), "1s".into()]);
+    let mut silent = TcpStream::connect(wisp.addr()).expect("connect");
+    silent
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("read timeout");
+    let mut buf = [0u8; 16];
+    match silent.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("the server sent {n} bytes to a silent client"),
+        Err(e) => assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "the silent connection was still open after 20 s: {e}"
+        ),
+    }
+    // A client that keeps talking (a request every half second) keeps its connection.
+    let mut talking = TcpStream::connect(wisp.addr()).expect("connect");
+    talking
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("read timeout");
+    for _ in 0..4 {
+        talking
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: wisp\r\n\r\n")
+            .expect("the connection is still open");
+        let mut answer = [0u8; 512];
+        let n = talking.read(&mut answer).expect("an answer");
+        assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn zero_connection_bounds_are_refused() {
+    let dir = support::empty_data_dir();
+    for flag in ["--max-connections", "--idle-timeout"] {
+        let value = if flag == "--idle-timeout" { "0s" } else { "0" };
+        let out = support::run_cli(dir.path(), &["serve", flag, value]);
+        assert_eq!(out.code, 2, "{out:?}");
+        assert!(out.stderr.contains(flag), "{out:?}");
+    }
+}

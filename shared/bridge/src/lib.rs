@@ -21,6 +21,7 @@ mod body;
 pub mod compress;
 pub mod frame;
 mod headers;
+pub mod idle;
 pub mod status;
 
 use std::convert::Infallible;
@@ -52,6 +53,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request or response body the bridge holds in memory (Wisp's own message
 /// limit is 16 MiB; a load balancer in front allows far less).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// Client connections open at once (a bridge serves the piped or pipectl beside it).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1_000;
+/// Calls one client connection may have in flight.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 100;
+/// How long a client may take to send a request's headers (and an idle HTTP/1.1
+/// connection may wait for its next request).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The path the bridge answers itself (over HTTP/1.1 or HTTP/2), for liveness probes.
 pub const HEALTH_PATH: &str = "/healthz";
 
@@ -151,6 +159,8 @@ pub struct Config {
     pub max_response_bytes: usize,
     /// Trust these CA certificates (PEM) instead of the system's.
     pub ca_file: Option<PathBuf>,
+    /// Client connections open at once; at the cap new ones wait until one closes.
+    pub max_connections: usize,
 }
 
 impl Config {
@@ -162,6 +172,7 @@ impl Config {
             max_request_bytes: DEFAULT_MAX_BODY_BYTES,
             max_response_bytes: DEFAULT_MAX_BODY_BYTES,
             ca_file: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -240,11 +251,24 @@ impl Bridge {
             .timer(TokioTimer::new())
             // Notice a client that went away without closing its connection.
             .keep_alive_interval(Some(Duration::from_secs(30)))
-            .keep_alive_timeout(Duration::from_secs(10));
-        builder.http1().timer(TokioTimer::new());
+            .keep_alive_timeout(Duration::from_secs(10))
+            .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let places = Arc::new(tokio::sync::Semaphore::new(
+            self.inner.config.max_connections.max(1),
+        ));
         tokio::pin!(shutdown);
         loop {
+            // At the cap, stop accepting (clients wait in the backlog) until one closes.
+            let place = tokio::select! {
+                place = places.clone().acquire_owned() => place,
+                () = &mut shutdown => break,
+            };
+            let Ok(place) = place else { break };
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
                 () = &mut shutdown => break,
@@ -259,6 +283,11 @@ impl Bridge {
                 }
             };
             let _ = stream.set_nodelay(true);
+            let stream = idle::IdleTimeout::new(
+                stream,
+                idle::FIRST_BYTES_TIMEOUT,
+                idle::DEFAULT_IDLE_TIMEOUT,
+            );
             let bridge = self.clone();
             let service = hyper::service::service_fn(move |req| {
                 let bridge = bridge.clone();
@@ -269,6 +298,7 @@ impl Bridge {
                 .into_owned();
             let conn = graceful.watch(conn);
             tokio::spawn(async move {
+                let _place = place;
                 if let Err(err) = conn.await {
                     tracing::debug!(%peer, error = %err, "client connection ended with an error");
                 }

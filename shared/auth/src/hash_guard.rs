@@ -65,9 +65,10 @@ impl Default for HashPolicy {
 const CAPACITY: usize = 100_000;
 
 /// What a check found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Check {
-    Matched,
+    /// With the slow hash that matched, if it was one.
+    Matched(Option<String>),
     NoMatch,
     /// The id failed too often lately; nothing was checked.
     TooManyFailures,
@@ -122,12 +123,16 @@ impl HashGuard {
         self.failures.clear();
     }
 
-    fn remembered(&self, id: &str, digest: &[u8; 32], hashes: &[String]) -> bool {
-        hashes.iter().any(|hash| {
-            self.matched
-                .get(&(id.to_owned(), hash.clone()))
-                .is_some_and(|known| known == *digest)
-        })
+    /// The stored hash `digest`'s key matched before, if any.
+    fn remembered(&self, id: &str, digest: &[u8; 32], hashes: &[String]) -> Option<String> {
+        hashes
+            .iter()
+            .find(|hash| {
+                self.matched
+                    .get(&(id.to_owned(), (*hash).clone()))
+                    .is_some_and(|known| known == *digest)
+            })
+            .cloned()
     }
 
     fn over_budget(&self, id: &str) -> bool {
@@ -147,7 +152,7 @@ impl HashGuard {
         let (fast, slow): (Vec<&String>, Vec<&String>) =
             hashes.iter().partition(|h| !is_slow_hash(h));
         if fast.iter().any(|h| verify_secret(secret, h)) {
-            return Ok(Check::Matched);
+            return Ok(Check::Matched(None));
         }
         if slow.is_empty() {
             return Ok(Check::NoMatch);
@@ -155,8 +160,8 @@ impl HashGuard {
         let hashes: Vec<String> = slow.into_iter().cloned().collect();
         let hashes = hashes.as_slice();
         let digest = sha256(secret);
-        if self.remembered(id, &digest, hashes) {
-            return Ok(Check::Matched);
+        if let Some(hash) = self.remembered(id, &digest, hashes) {
+            return Ok(Check::Matched(Some(hash)));
         }
         if self.over_budget(id) {
             return Ok(Check::TooManyFailures);
@@ -187,8 +192,8 @@ impl HashGuard {
         hashes: &[String],
     ) -> Result<Check, AuthError> {
         let _turn = self.wait(lock.lock()).await?;
-        if self.remembered(id, digest, hashes) {
-            return Ok(Check::Matched);
+        if let Some(hash) = self.remembered(id, digest, hashes) {
+            return Ok(Check::Matched(Some(hash)));
         }
         if self.over_budget(id) {
             return Ok(Check::TooManyFailures);
@@ -214,8 +219,8 @@ impl HashGuard {
         self.slow_checks.fetch_add(compared, Ordering::Relaxed);
         match matched {
             Some(hash) => {
-                self.matched.insert((id.to_owned(), hash), *digest);
-                Ok(Check::Matched)
+                self.matched.insert((id.to_owned(), hash.clone()), *digest);
+                Ok(Check::Matched(Some(hash)))
             }
             None => {
                 let failed = self.failures.get(id).unwrap_or(0).saturating_add(1);

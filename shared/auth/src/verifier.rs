@@ -143,6 +143,16 @@ pub trait PipedKeySource: Send + Sync {
     ) -> bool {
         false
     }
+    /// Replaces the stored key hash `old` (bcrypt, from upstream) of the piped with `new`
+    /// (the fast hash of the same key, which just matched it). Best effort.
+    async fn replace_piped_key_hash(
+        &self,
+        _project_id: &str,
+        _piped_id: &str,
+        _old: &str,
+        _new: &str,
+    ) {
+    }
 }
 
 #[async_trait]
@@ -156,6 +166,11 @@ impl<T: PipedKeySource + ?Sized> PipedKeySource for Arc<T> {
     async fn piped_revoked_since(&self, project_id: &str, piped_id: &str, since_ms: i64) -> bool {
         (**self)
             .piped_revoked_since(project_id, piped_id, since_ms)
+            .await
+    }
+    async fn replace_piped_key_hash(&self, project_id: &str, piped_id: &str, old: &str, new: &str) {
+        (**self)
+            .replace_piped_key_hash(project_id, piped_id, old, new)
             .await
     }
 }
@@ -314,7 +329,14 @@ impl<S: PipedKeySource> PipedVerifier<S> {
             .check(piped_id, token.piped_key(), &piped.key_hashes)
             .await?
         {
-            Check::Matched => {}
+            Check::Matched(None) => {}
+            Check::Matched(Some(slow)) => {
+                // A key from upstream PipeCD (bcrypt): store its fast hash from now on.
+                let fast = crate::keys::hash_generated_key(token.piped_key());
+                self.source
+                    .replace_piped_key_hash(project_id, piped_id, &slow, &fast)
+                    .await;
+            }
             Check::NoMatch => {
                 let reason = Reason::PipedKeyMismatch {
                     piped_id: piped_id.to_owned(),
@@ -380,6 +402,9 @@ pub trait ApiKeyAuthSource: Send + Sync {
     async fn api_key_revoked_since(&self, _project_id: &str, _id: &str, _since_ms: i64) -> bool {
         false
     }
+    /// Replaces the stored hash `old` (bcrypt, from upstream) of the key with `new` (the
+    /// fast hash of the same key, which just matched it). Best effort.
+    async fn replace_api_key_hash(&self, _project_id: &str, _id: &str, _old: &str, _new: &str) {}
 }
 
 #[async_trait]
@@ -390,6 +415,11 @@ impl<T: ApiKeyAuthSource + ?Sized> ApiKeyAuthSource for Arc<T> {
     async fn api_key_revoked_since(&self, project_id: &str, id: &str, since_ms: i64) -> bool {
         (**self)
             .api_key_revoked_since(project_id, id, since_ms)
+            .await
+    }
+    async fn replace_api_key_hash(&self, project_id: &str, id: &str, old: &str, new: &str) {
+        (**self)
+            .replace_api_key_hash(project_id, id, old, new)
             .await
     }
 }
@@ -512,7 +542,14 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
             .check(id, credential.key(), std::slice::from_ref(&info.key_hash))
             .await?
         {
-            Check::Matched => {}
+            Check::Matched(None) => {}
+            Check::Matched(Some(slow)) => {
+                // A key from upstream PipeCD (bcrypt): store its fast hash from now on.
+                let fast = crate::keys::hash_generated_key(credential.key());
+                self.source
+                    .replace_api_key_hash(&info.project_id, id, &slow, &fast)
+                    .await;
+            }
             Check::NoMatch => {
                 let reason = Reason::ApiKeyMismatch { id: id.to_owned() };
                 self.rejected.insert(cache_key, reason.clone());

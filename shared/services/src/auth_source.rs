@@ -71,6 +71,30 @@ impl PipedKeySource for StoreKeySource {
             )
             .await
     }
+
+    async fn replace_piped_key_hash(&self, project_id: &str, piped_id: &str, old: &str, new: &str) {
+        let what = format!("upgrade a key hash of piped {piped_id}");
+        let result = crate::support::update_checked(
+            &self.stores.pipeds,
+            project_id,
+            piped_id,
+            &what,
+            |piped| {
+                for key in piped.keys.iter_mut().filter(|k| k.hash == old) {
+                    key.hash = new.to_string();
+                }
+                Ok(())
+            },
+        )
+        .await;
+        match result {
+            Ok(_) => tracing::info!(
+                piped_id,
+                "piped key from upstream now stored with the fast hash"
+            ),
+            Err(e) => tracing::warn!(piped_id, error = %e, "could not upgrade a piped key hash"),
+        }
+    }
 }
 
 #[async_trait]
@@ -95,5 +119,26 @@ impl ApiKeyAuthSource for StoreKeySource {
             .revocations
             .revoked_since(Revoked::ApiKey { project_id, id }, since_ms)
             .await
+    }
+
+    async fn replace_api_key_hash(&self, project_id: &str, id: &str, old: &str, new: &str) {
+        let what = format!("upgrade the hash of API key {id}");
+        let result =
+            crate::support::update_checked(&self.stores.api_keys, project_id, id, &what, |key| {
+                if key.key_hash == old {
+                    key.key_hash = new.to_string();
+                }
+                Ok(())
+            })
+            .await;
+        match result {
+            Ok(_) => tracing::info!(
+                api_key_id = id,
+                "API key from upstream now stored with the fast hash"
+            ),
+            Err(e) => {
+                tracing::warn!(api_key_id = id, error = %e, "could not upgrade an API key hash")
+            }
+        }
     }
 }

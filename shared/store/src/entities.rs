@@ -27,8 +27,10 @@ use wisp_proto::model;
 use crate::collection::{Entity, sort_ts};
 use crate::datastore::{INDEX_SLOTS, IndexKey, Kind};
 
+/// Two parts of an index key, each escaped so that no pair can pass for another.
 fn pair(a: &str, b: &str) -> String {
-    format!("{a}#{b}")
+    use crate::support::escape_part;
+    format!("{}#{}", escape_part(a, '#'), escape_part(b, '#'))
 }
 
 fn validate<T: wisp_model::validate::Validate>(e: &T) -> Result<(), String> {

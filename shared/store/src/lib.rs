@@ -36,3 +36,4 @@ pub use filestore::{
 };
 pub use memory_cache::MemoryCache;
 pub use stores::Stores;
+pub use support::escape_part;

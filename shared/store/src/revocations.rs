@@ -45,16 +45,19 @@ pub enum Revoked<'a> {
 }
 
 impl Revoked<'_> {
-    /// The entry's key. Ids cannot hold `/` (validated where they are made), and each
-    /// kind has its own prefix, so keys never collide.
+    /// The entry's key: each kind has its own prefix, and each id is escaped, so keys
+    /// never collide.
     fn key(&self) -> String {
+        let e = |part: &str| crate::support::escape_part(part, '/').into_owned();
         match self {
             Revoked::Piped {
                 project_id,
                 piped_id,
-            } => format!("piped/{project_id}/{piped_id}"),
-            Revoked::ApiKey { project_id, id } => format!("api-key/{project_id}/{id}"),
-            Revoked::Session { id } => format!("session/{id}"),
+            } => format!("piped/{}/{}", e(project_id), e(piped_id)),
+            Revoked::ApiKey { project_id, id } => {
+                format!("api-key/{}/{}", e(project_id), e(id))
+            }
+            Revoked::Session { id } => format!("session/{}", e(id)),
         }
     }
 }

@@ -137,9 +137,14 @@ pub fn stage_log_path(deployment_id: &str, stage_id: &str, retried_count: i32) -
     format!("log/{deployment_id}/{stage_id}/{retried_count}.txt")
 }
 
-/// Cache key of one stage log (upstream's key).
+/// Cache key of one stage log (upstream's key; ids holding `:` or `%` escaped).
 pub fn stage_log_cache_key(deployment_id: &str, stage_id: &str, retried_count: i32) -> String {
-    format!("piped-stage-log:{deployment_id}:{stage_id}:{retried_count}")
+    use crate::support::escape_part;
+    format!(
+        "piped-stage-log:{}:{}:{retried_count}",
+        escape_part(deployment_id, ':'),
+        escape_part(stage_id, ':')
+    )
 }
 
 /// Upstream's file format: one compact JSON `LogBlock` per line (newline-terminated),

@@ -17,6 +17,27 @@ pub(crate) const MAX_WRITE_ATTEMPTS: u32 = 64;
 
 /// Refuses a value that would not stay one path segment under its prefix: empty, `.`,
 /// or containing `..`, `/`, `\` or NUL.
+/// `part` with `%` and `sep` percent-escaped, so that parts joined with `sep` split back
+/// one way only ("a:b" + "c" and "a" + "b:c" stay two keys). Borrowed when there is
+/// nothing to escape: ordinary ids and names keep the keys they always had.
+pub fn escape_part(part: &str, sep: char) -> std::borrow::Cow<'_, str> {
+    if !part.contains(['%', sep]) {
+        return std::borrow::Cow::Borrowed(part);
+    }
+    let mut out = String::with_capacity(part.len() + 6);
+    for c in part.chars() {
+        if c == '%' || c == sep {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 pub(crate) fn check_segment(what: &str, value: &str) -> Result<()> {
     let bad = value.is_empty()
         || value == "."
@@ -101,5 +122,19 @@ mod tests {
         for bad in ["", ".", "..", "..a", "a..b", "a/b", "/a", "a\\b", "a\0"] {
             assert!(check_segment("key", bad).is_err(), "{bad:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::escape_part;
+
+    #[test]
+    fn joined_parts_cannot_be_forged() {
+        let join = |a: &str, b: &str| format!("{}#{}", escape_part(a, '#'), escape_part(b, '#'));
+        assert_eq!(join("p", "app"), "p#app");
+        assert_ne!(join("a#b", "c"), join("a", "b#c"));
+        assert_ne!(join("a%23b", "c"), join("a#b", "c"));
+        assert_eq!(escape_part("50%:x", ':'), "50%25%3Ax");
     }
 }

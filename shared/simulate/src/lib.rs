@@ -117,6 +117,8 @@ pub struct Outcome {
     pub deployments_completed: u64,
     /// The hostile flood's calls, apart from the fleet's (`None` without one).
     pub flood: Option<flood::FloodOutcome>,
+    /// The fleet's calls and failures per 10 s, from the start.
+    pub timeline: Vec<stats::Bucket>,
 }
 
 impl Outcome {
@@ -210,6 +212,7 @@ pub async fn run(plan: &Plan) -> Result<Outcome, String> {
     let shared = Arc::try_unwrap(shared)
         .map_err(|_| "the simulated pipeds still hold the recorder".to_string())?;
     let (triggered, completed) = shared.recorder.deployments();
+    let timeline = shared.recorder.timeline();
     Ok(Outcome {
         budget: shared.budget.limit(),
         requests: shared.budget.used(),
@@ -220,6 +223,7 @@ pub async fn run(plan: &Plan) -> Result<Outcome, String> {
         deployments_triggered: triggered,
         deployments_completed: completed,
         flood,
+        timeline,
     })
 }
 

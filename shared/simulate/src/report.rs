@@ -121,11 +121,62 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         "prices": ctx.prices,
         "prices_as_of": cost::PRICES_AS_OF,
         "per_piped": per_piped,
+        "settling": settling_json(outcome),
+        "timeline_10s": outcome.timeline.iter().map(|b| json!([b.calls, b.failed])).collect::<Vec<_>>(),
         "flood": outcome.flood.as_ref().map(|f| json!({
             "rate_per_sec": f.rate_per_sec,
             "calls": f.calls,
             "answers": f.answers,
         })),
+    })
+}
+
+/// How a run settled: the success rate after its first 2 minutes, the failures after its
+/// fifth, and when the last failure happened (a fleet's cold start, as issue reports
+/// measure it).
+pub fn settling(outcome: &Outcome) -> Settling {
+    let secs = super::stats::TIMELINE_BUCKET.as_secs();
+    let after = |from_secs: u64| -> (u64, u64) {
+        outcome
+            .timeline
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i as u64 * secs >= from_secs)
+            .fold((0, 0), |(c, f), (_, b)| (c + b.calls, f + b.failed))
+    };
+    let (calls_after_2m, failed_after_2m) = after(120);
+    let (_, failed_after_5m) = after(300);
+    let last_failure_secs = outcome
+        .timeline
+        .iter()
+        .rposition(|b| b.failed > 0)
+        .map(|i| (i as u64 + 1) * secs);
+    Settling {
+        success_after_2m: if calls_after_2m == 0 {
+            1.0
+        } else {
+            1.0 - failed_after_2m as f64 / calls_after_2m as f64
+        },
+        failed_after_5m,
+        settled_after_secs: last_failure_secs.unwrap_or(0),
+    }
+}
+
+/// See [`settling`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settling {
+    pub success_after_2m: f64,
+    pub failed_after_5m: u64,
+    /// The end of the last 10 s with a failure (0: none failed).
+    pub settled_after_secs: u64,
+}
+
+fn settling_json(outcome: &Outcome) -> Value {
+    let s = settling(outcome);
+    json!({
+        "success_after_2m": s.success_after_2m,
+        "failed_after_5m": s.failed_after_5m,
+        "settled_after_secs": s.settled_after_secs,
     })
 }
 
@@ -194,6 +245,14 @@ pub fn text(outcome: &Outcome, ctx: &Context<'_>) -> String {
         outcome.errors(),
         outcome.deployments_triggered,
         outcome.deployments_completed,
+    );
+    let settled = settling(outcome);
+    let _ = writeln!(
+        out,
+        "settling: {:.3}% of calls succeeded after the first 2 min; {} failed after the 5th; last failure in the 10 s ending at {} s",
+        settled.success_after_2m * 100.0,
+        settled.failed_after_5m,
+        settled.settled_after_secs,
     );
     if let Some(f) = &outcome.flood {
         let answers: Vec<String> = f.answers.iter().map(|(k, v)| format!("{v} {k}")).collect();
@@ -373,4 +432,56 @@ pub fn text(outcome: &Outcome, ctx: &Context<'_>) -> String {
          lines are ~300 B per invocation unless the functions log at WARN), Secrets Manager."
     );
     out
+}
+
+#[cfg(test)]
+mod settling_tests {
+    use super::*;
+    use crate::stats::Bucket;
+
+    fn outcome(timeline: Vec<Bucket>) -> Outcome {
+        Outcome {
+            totals: vec![],
+            pipeds: vec![],
+            budget: 0,
+            requests: 0,
+            refused: 0,
+            elapsed: std::time::Duration::ZERO,
+            deployments_triggered: 0,
+            deployments_completed: 0,
+            flood: None,
+            timeline,
+        }
+    }
+
+    #[test]
+    fn a_cold_start_that_settles() {
+        // 40 buckets of 10 s: failures in the first minute, one at 2:30, none later.
+        let mut timeline = vec![
+            Bucket {
+                calls: 100,
+                failed: 0
+            };
+            40
+        ];
+        timeline[1].failed = 50;
+        timeline[5].failed = 10;
+        timeline[15].failed = 1;
+        let s = settling(&outcome(timeline));
+        assert_eq!(s.failed_after_5m, 0);
+        assert_eq!(s.settled_after_secs, 160);
+        assert!(
+            (s.success_after_2m - (1.0 - 1.0 / 2800.0)).abs() < 1e-9,
+            "{s:?}"
+        );
+        let calm = settling(&outcome(vec![
+            Bucket {
+                calls: 5,
+                failed: 0
+            };
+            3
+        ]));
+        assert_eq!((calm.settled_after_secs, calm.failed_after_5m), (0, 0));
+        assert_eq!(calm.success_after_2m, 1.0);
+    }
 }

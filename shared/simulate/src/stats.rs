@@ -154,10 +154,23 @@ impl RpcTotals {
     }
 }
 
+/// Width of one bucket of the timeline.
+pub const TIMELINE_BUCKET: Duration = Duration::from_secs(10);
+
+/// Calls that ended within one [`TIMELINE_BUCKET`] of the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bucket {
+    pub calls: u64,
+    pub failed: u64,
+}
+
 /// Everything the fleet recorded, shared by all simulated pipeds.
 #[derive(Debug)]
 pub struct Recorder {
     totals: Mutex<Vec<RpcTotals>>,
+    /// Calls and failures by when they ended, from the recorder's creation.
+    timeline: Mutex<Vec<Bucket>>,
+    started: std::time::Instant,
     calls: AtomicU64,
     failed: AtomicU64,
     deployments_triggered: AtomicU64,
@@ -172,6 +185,8 @@ impl Recorder {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Recorder {
             totals: Mutex::new(totals),
+            timeline: Mutex::new(Vec::new()),
+            started: std::time::Instant::now(),
             calls: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             deployments_triggered: AtomicU64::new(0),
@@ -184,6 +199,7 @@ impl Recorder {
         if call.failure.is_some() {
             self.failed.fetch_add(1, Ordering::Relaxed);
         }
+        self.on_timeline(1, u64::from(call.failure.is_some()));
         let micros = u64::try_from(call.latency.as_micros()).unwrap_or(u64::MAX);
         let billed_ms = micros.div_ceil(1000).max(1);
         let bytes = (call.request_bytes + call.response_bytes) as u64;
@@ -215,6 +231,32 @@ impl Recorder {
             t.ok -= 1;
             *t.failures.entry(failure).or_default() += 1;
             self.failed.fetch_add(1, Ordering::Relaxed);
+            drop(totals);
+            self.on_timeline(0, 1);
+        }
+    }
+
+    fn on_timeline(&self, calls: u64, failed: u64) {
+        let at = self.started.elapsed().as_secs() / TIMELINE_BUCKET.as_secs();
+        let at = usize::try_from(at).unwrap_or(usize::MAX);
+        let mut timeline = match self.timeline.lock() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // A run lasts at most a day of buckets; later calls go in the last one.
+        let at = at.min(24 * 360);
+        if timeline.len() <= at {
+            timeline.resize(at + 1, Bucket::default());
+        }
+        timeline[at].calls += calls;
+        timeline[at].failed += failed;
+    }
+
+    /// Calls and failures per [`TIMELINE_BUCKET`], from the start of the run.
+    pub fn timeline(&self) -> Vec<Bucket> {
+        match self.timeline.lock() {
+            Ok(t) => t.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 

@@ -292,17 +292,22 @@ async fn oidc_project(wisp: &Wisp, issuer: &str) -> support::web::WebClient {
     console
 }
 
+/// Maps SSO group `group` to `role` in the admin's project.
+async fn map_group(console: &mut support::web::WebClient, group: &str, role: &str) {
+    ok(console
+        .add_project_user_group(web::AddProjectUserGroupRequest {
+            sso_group: group.into(),
+            role: role.into(),
+        })
+        .await);
+}
+
 #[tokio::test]
 async fn oidc_login_maps_groups_to_roles() {
     let provider = Provider::start().await;
     let wisp = Wisp::start();
     let mut console = oidc_project(&wisp, &provider.issuer()).await;
-    ok(console
-        .add_project_user_group(web::AddProjectUserGroupRequest {
-            sso_group: "acme/ops".into(),
-            role: "Editor".into(),
-        })
-        .await);
+    map_group(&mut console, "acme/ops", "Editor").await;
 
     // A member of acme/ops logs in and is an Editor.
     *provider.claims.lock().expect("claims") =
@@ -350,12 +355,7 @@ async fn oidc_login_maps_groups_to_roles() {
             sso_group: "acme/ops".into(),
         })
         .await);
-    ok(console
-        .add_project_user_group(web::AddProjectUserGroupRequest {
-            sso_group: "acme/ops".into(),
-            role: "Admin".into(),
-        })
-        .await);
+    map_group(&mut console, "acme/ops", "Admin").await;
     ok(olivia
         .list_api_keys(web::ListApiKeysRequest::default())
         .await);
@@ -370,12 +370,7 @@ async fn oidc_login_maps_groups_to_roles() {
         Code::Unauthenticated,
         "no role",
     );
-    ok(console
-        .add_project_user_group(web::AddProjectUserGroupRequest {
-            sso_group: "acme/ops".into(),
-            role: "Editor".into(),
-        })
-        .await);
+    map_group(&mut console, "acme/ops", "Editor").await;
 
     // Someone in no mapped group is refused, with the reason in the error cookie.
     *provider.claims.lock().expect("claims") =
@@ -582,12 +577,7 @@ async fn github_login_maps_teams_through_user_groups() {
             }),
         })
         .await);
-    ok(console
-        .add_project_user_group(web::AddProjectUserGroupRequest {
-            sso_group: "acme/ops".into(),
-            role: "Editor".into(),
-        })
-        .await);
+    map_group(&mut console, "acme/ops", "Editor").await;
 
     // octo's mapped team is on the second page of their teams.
     *github.login.lock().expect("login") = "octo".into();
@@ -731,12 +721,7 @@ async fn shared_github_sso_from_the_config() {
     let resp = wisp.login_static("team", &username, &password).await;
     let admin = cookie_value(set_cookie(&resp, "token").expect("team admin")).to_string();
     let mut console = wisp.web_client(Via::GrpcWeb, Some(&admin)).await;
-    ok(console
-        .add_project_user_group(web::AddProjectUserGroupRequest {
-            sso_group: "acme/ops".into(),
-            role: "Editor".into(),
-        })
-        .await);
+    map_group(&mut console, "acme/ops", "Editor").await;
     let (_, state) = start_login_for(&wisp, "team").await;
     let session = finish_login(&wisp, &state, GOOD_CODE)
         .await
@@ -859,12 +844,7 @@ async fn oidc_state_nonce_issuer_and_errors() {
     let provider = Provider::start().await;
     let wisp = Wisp::start();
     let mut console = oidc_project(&wisp, &provider.issuer()).await;
-    ok(console
-        .add_project_user_group(web::AddProjectUserGroupRequest {
-            sso_group: "acme/ops".into(),
-            role: "Editor".into(),
-        })
-        .await);
+    map_group(&mut console, "acme/ops", "Editor").await;
     *provider.claims.lock().expect("claims") =
         serde_json::json!({"preferred_username": "olivia", "groups": ["acme/ops"]});
 

@@ -17,7 +17,7 @@ use wisp_proto::webservice as web;
 use support::api::api_client_at;
 use support::aws::{AwsEnv, RedisServer, unique_name};
 use support::fixtures::{self, now};
-use support::web::{cookie_value, set_cookie, web_client};
+use support::web::{cookie_value, login_static_at, set_cookie, web_client};
 use support::{QUICKSTART, Server, Via, Wisp, assert_status, connect, ok};
 
 #[tokio::test]
@@ -217,4 +217,75 @@ async fn two_instances_agree(env: &AwsEnv, redis: Option<&str>) {
         "",
     );
     drop(second);
+}
+
+/// Failed static-admin logins are counted in the cache: with Redis every instance sees
+/// one count, so guesses spread over instances are cut off together.
+#[tokio::test]
+async fn login_throttling_is_shared_through_redis() {
+    let test = "instances::login_throttling_is_shared_through_redis";
+    let Some(env) = AwsEnv::from_env(test) else {
+        return;
+    };
+    let Some(redis) = RedisServer::start(test) else {
+        return;
+    };
+    let (first, second, _second_dir, user, password) =
+        two_instances_for_logins(&env, Some(&redis.url()));
+    for (i, addr) in [first.addr(), second.addr()]
+        .iter()
+        .cycle()
+        .take(10)
+        .enumerate()
+    {
+        let resp = login_static_at(*addr, QUICKSTART, &user, &format!("guess-{i}")).await;
+        assert!(set_cookie(&resp, "token").is_none());
+    }
+    for addr in [first.addr(), second.addr()] {
+        let resp = login_static_at(addr, QUICKSTART, &user, &password).await;
+        let error = set_cookie(&resp, "error").expect("refused");
+        assert!(error.contains("Too%20many%20failed%20logins"), "{error}");
+    }
+}
+
+/// Without Redis each instance (each Lambda instance) counts the failures it saw: five
+/// guesses on each of two instances stay under either's bound. The README says so.
+#[tokio::test]
+async fn login_throttling_counts_per_instance_without_redis() {
+    let test = "instances::login_throttling_counts_per_instance_without_redis";
+    let Some(env) = AwsEnv::from_env(test) else {
+        return;
+    };
+    let (first, second, _second_dir, user, password) = two_instances_for_logins(&env, None);
+    for (i, addr) in [first.addr(), second.addr()]
+        .iter()
+        .cycle()
+        .take(10)
+        .enumerate()
+    {
+        login_static_at(*addr, QUICKSTART, &user, &format!("guess-{i}")).await;
+    }
+    let resp = login_static_at(second.addr(), QUICKSTART, &user, &password).await;
+    assert!(set_cookie(&resp, "token").is_some(), "{resp:?}");
+}
+
+/// A `wisp serve` on AWS stand-ins and a second instance on the same stores (with its
+/// data dir, kept while it runs), and the quickstart admin's user name and a fresh
+/// password.
+fn two_instances_for_logins(
+    env: &AwsEnv,
+    redis: Option<&str>,
+) -> (Wisp, Server, tempfile::TempDir, String, String) {
+    let first = Wisp::start_aws_on(env, redis, |_| {});
+    let backend = first.aws().expect("AWS backend").clone();
+    let second_dir = tempfile::tempdir().expect("data dir");
+    let second = Server::start_with(second_dir.path(), &backend.serve_args(), &backend.env());
+    let reset = first.cli_json(&["project", "reset-password", QUICKSTART]);
+    (
+        first,
+        second,
+        second_dir,
+        reset["username"].as_str().expect("username").to_string(),
+        reset["password"].as_str().expect("password").to_string(),
+    )
 }

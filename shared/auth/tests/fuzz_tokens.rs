@@ -10,13 +10,6 @@ use wisp_auth::{
     parse_cookie_token, parse_piped_token,
 };
 
-fn cases() -> u32 {
-    std::env::var("WISP_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
-}
-
 fn header_like() -> impl Strategy<Value = String> {
     prop_oneof![
         ".{0,120}",
@@ -63,8 +56,6 @@ fn session_token() -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
-
     #[test]
     fn any_authorization_header_parses_or_errs(header in header_like()) {
         let _ = parse_authorization(Some(&header));

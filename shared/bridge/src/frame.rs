@@ -355,13 +355,6 @@ mod fuzz {
     use super::*;
     use proptest::prelude::*;
 
-    fn cases() -> u32 {
-        std::env::var("WISP_FUZZ_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(256)
-    }
-
     /// Frames that are nearly valid: real headers around random payloads and flags.
     fn framed() -> impl Strategy<Value = Vec<u8>> {
         proptest::collection::vec(
@@ -385,8 +378,6 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
-
         #[test]
         fn any_body_splits_or_errs(body in prop_oneof![
             proptest::collection::vec(any::<u8>(), 0..512),

@@ -787,13 +787,6 @@ mod fuzz {
     use super::*;
     use proptest::prelude::*;
 
-    fn cases() -> u32 {
-        std::env::var("WISP_FUZZ_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(256)
-    }
-
     fn samples() -> Vec<String> {
         [
             "aws.yaml",
@@ -832,8 +825,6 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
-
         #[test]
         fn any_text_parses_or_errs(text in prop_oneof![".{0,300}", mutated()]) {
             if let Ok(config) = parse(&text) {

@@ -287,7 +287,8 @@ impl Console {
         if project.static_admin_disabled {
             return self.error_redirect("Static admin is disabled");
         }
-        if self.web.login_throttled(project_id, username).await {
+        let failed_before = self.web.failed_logins(project_id, username).await;
+        if failed_before >= wisp_services::web::logins::MAX_FAILED_LOGINS {
             tracing::warn!(project = %project_id, "static admin login refused: too many failures");
             return self.error_redirect("Too many failed logins; try again later");
         }
@@ -302,10 +303,14 @@ impl Console {
         };
         if admin.username.is_empty() || admin.username != username || !matches {
             tracing::info!(project = %project_id, "static admin login refused");
-            self.web.record_failed_login(project_id, username).await;
+            self.web
+                .record_failed_login(project_id, username, failed_before)
+                .await;
             return self.error_redirect("Unable to login");
         }
-        self.web.clear_failed_logins(project_id, username).await;
+        if failed_before > 0 {
+            self.web.clear_failed_logins(project_id, username).await;
+        }
         let caller = WebCaller {
             subject: admin.username.clone(),
             avatar_url: String::new(),

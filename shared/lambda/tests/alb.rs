@@ -474,10 +474,6 @@ fn any_alb_event_gets_an_answer() {
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
 
-    let cases = std::env::var("WISP_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -564,8 +560,8 @@ fn any_alb_event_gets_an_answer() {
             .to_string()
         });
 
+    // `Config::default()` takes the number of cases from PROPTEST_CASES (256 without).
     let config = Config {
-        cases,
         source_file: Some(file!()),
         ..Config::default()
     };

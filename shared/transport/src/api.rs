@@ -87,19 +87,6 @@ impl<S: ApiKeyAuthSource + 'static> ApiGrpc<S> {
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Gate::new(admit, &crate::limits::API, DecodeBudget::process(), server)
     }
-
-    /// The caller the gate admitted; called without the gate (in-process), the key is
-    /// checked here.
-    async fn caller<T>(&self, request: &Request<T>) -> Result<ApiKeyCaller, Status> {
-        match request.extensions().get::<ApiKeyCaller>() {
-            Some(caller) => Ok(caller.clone()),
-            None => {
-                let metadata = request.metadata();
-                let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
-                authenticate(&self.api, &self.verifier, header).await
-            }
-        }
-    }
 }
 
 macro_rules! api_rpcs {
@@ -108,7 +95,7 @@ macro_rules! api_rpcs {
         impl<S: ApiKeyAuthSource + 'static> ApiService for ApiGrpc<S> {
             $(
                 async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
-                    let caller = self.caller(&request).await?;
+                    let caller: ApiKeyCaller = crate::gate::admitted(&request)?;
                     self.api
                         .$method(&caller, request.into_inner())
                         .await

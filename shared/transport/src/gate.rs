@@ -52,6 +52,18 @@ pub trait Admit: Send + Sync + 'static {
     async fn admit(&self, method: &str, headers: &HeaderMap) -> Result<Self::Caller, Status>;
 }
 
+/// The caller the gate admitted for `request`. Every service is served behind its gate
+/// (`into_server`), so a request that carries none was not admitted and is refused.
+pub fn admitted<C: Clone + Send + Sync + 'static, T>(
+    request: &tonic::Request<T>,
+) -> Result<C, Status> {
+    request
+        .extensions()
+        .get::<C>()
+        .cloned()
+        .ok_or_else(|| Status::internal("the call did not pass the service's gate"))
+}
+
 /// The decode budget shared by the services of one process: every byte a request holds
 /// while it is read, decompressed and decoded is charged to it first.
 #[derive(Debug, Clone)]
@@ -571,16 +583,7 @@ mod fuzz {
     use super::*;
     use proptest::prelude::*;
 
-    fn cases() -> u32 {
-        std::env::var("WISP_FUZZ_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(256)
-    }
-
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
-
         #[test]
         fn any_body_unframes_within_the_limit(
             body in proptest::collection::vec(any::<u8>(), 0..1024),

@@ -35,16 +35,9 @@ impl<S: PipedKeySource + 'static> Admit for PipedAdmit<S> {
     type Caller = PipedCaller;
     async fn admit(&self, _method: &str, headers: &http::HeaderMap) -> Result<PipedCaller, Status> {
         let header = headers.get("authorization").and_then(|v| v.to_str().ok());
-        authenticate(&self.verifier, header).await
+        let token = wisp_auth::credentials::parse_piped_token(header).map_err(from_auth_error)?;
+        self.verifier.verify(&token).await.map_err(from_auth_error)
     }
-}
-
-async fn authenticate<S: PipedKeySource>(
-    verifier: &PipedVerifier<S>,
-    header: Option<&str>,
-) -> Result<PipedCaller, Status> {
-    let token = wisp_auth::credentials::parse_piped_token(header).map_err(from_auth_error)?;
-    verifier.verify(&token).await.map_err(from_auth_error)
 }
 
 pub struct PipedGrpc<S: PipedKeySource> {
@@ -79,19 +72,6 @@ impl<S: PipedKeySource + 'static> PipedGrpc<S> {
             server,
         )
     }
-
-    /// The caller the gate admitted; called without the gate (in-process), the token
-    /// is checked here.
-    async fn caller<T>(&self, request: &Request<T>) -> Result<PipedCaller, Status> {
-        match request.extensions().get::<PipedCaller>() {
-            Some(caller) => Ok(caller.clone()),
-            None => {
-                let metadata = request.metadata();
-                let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
-                authenticate(&self.verifier, header).await
-            }
-        }
-    }
 }
 
 macro_rules! piped_rpcs {
@@ -100,7 +80,7 @@ macro_rules! piped_rpcs {
         impl<S: PipedKeySource + 'static> PipedService for PipedGrpc<S> {
             $(
                 async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
-                    let caller = self.caller(&request).await?;
+                    let caller: PipedCaller = crate::gate::admitted(&request)?;
                     self.api
                         .$method(&caller, request.into_inner())
                         .await

@@ -40,22 +40,17 @@ impl Admit for WebAdmit {
             .get_all(http::header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok());
-        admit(&self.web, &self.signer, method, cookies).await
+        // The session the `token` cookie names, allowed to call `method`.
+        let token = wisp_auth::parse_cookie_token(cookies).map_err(from_auth_error)?;
+        let caller: WebCaller = self
+            .signer
+            .verify(token.as_str())
+            .map_err(from_auth_error)?;
+        self.web
+            .authorize(&caller, method)
+            .await
+            .map_err(from_service_error)
     }
-}
-
-/// The session the `token` cookie names, allowed to call `method`.
-async fn admit<'a>(
-    web: &WebApi,
-    signer: &SessionSigner,
-    method: &str,
-    cookies: impl Iterator<Item = &'a str>,
-) -> Result<Authorized, Status> {
-    let token = wisp_auth::parse_cookie_token(cookies).map_err(from_auth_error)?;
-    let caller: WebCaller = signer.verify(token.as_str()).map_err(from_auth_error)?;
-    web.authorize(&caller, method)
-        .await
-        .map_err(from_service_error)
 }
 
 pub struct WebGrpc {
@@ -85,26 +80,6 @@ impl WebGrpc {
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Gate::new(admit, &crate::limits::WEB, DecodeBudget::process(), server)
     }
-
-    /// The caller the gate admitted for `method`; called without the gate (in-process),
-    /// the session is checked here.
-    async fn authorized<T>(
-        &self,
-        request: &Request<T>,
-        method: &str,
-    ) -> Result<Authorized, Status> {
-        match request.extensions().get::<Authorized>() {
-            Some(authorized) => Ok(authorized.clone()),
-            None => {
-                let cookies = request
-                    .metadata()
-                    .get_all("cookie")
-                    .iter()
-                    .filter_map(|v| v.to_str().ok());
-                admit(&self.web, &self.signer, method, cookies).await
-            }
-        }
-    }
 }
 
 macro_rules! web_rpcs {
@@ -113,7 +88,7 @@ macro_rules! web_rpcs {
         impl WebService for WebGrpc {
             $(
                 async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
-                    let authorized = self.authorized(&request, $name).await?;
+                    let authorized: Authorized = crate::gate::admitted(&request)?;
                     self.web
                         .$method(&authorized, request.into_inner())
                         .await

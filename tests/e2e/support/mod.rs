@@ -508,26 +508,7 @@ impl Wisp {
         headers: &[(&str, &str)],
         body: Vec<u8>,
     ) -> RawResponse {
-        let client = HyperClient::builder(TokioExecutor::new())
-            .build_http::<http_body_util::Full<tonic::codegen::Bytes>>();
-        let mut req = http::Request::builder()
-            .method(http::Method::POST)
-            .uri(format!("http://{}{path}", self.addr()));
-        for (name, value) in headers {
-            req = req.header(*name, *value);
-        }
-        let req = req
-            .body(http_body_util::Full::new(body.into()))
-            .expect("a valid request");
-        let resp = client.request(req).await.expect("HTTP request");
-        let (parts, body) = resp.into_parts();
-        let body = body.collect().await.expect("read the body").to_bytes();
-        RawResponse {
-            status: parts.status,
-            version: parts.version,
-            headers: parts.headers,
-            body: body.to_vec(),
-        }
+        http_post_to(self.addr(), path, headers, body).await
     }
 
     /// A file of the embedded filestore (`<data-dir>/filestore/<path>`), if present.
@@ -536,6 +517,35 @@ impl Wisp {
             None => std::fs::read_to_string(self.data_dir().join("filestore").join(path)).ok(),
             Some(aws) => aws.filestore_object(path),
         }
+    }
+}
+
+/// [`Wisp::http_post`] to any server (another instance on the same stores, say).
+pub async fn http_post_to(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> RawResponse {
+    let client = HyperClient::builder(TokioExecutor::new())
+        .build_http::<http_body_util::Full<tonic::codegen::Bytes>>();
+    let mut req = http::Request::builder()
+        .method(http::Method::POST)
+        .uri(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
+        .body(http_body_util::Full::new(body.into()))
+        .expect("a valid request");
+    let resp = client.request(req).await.expect("HTTP request");
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.expect("read the body").to_bytes();
+    RawResponse {
+        status: parts.status,
+        version: parts.version,
+        headers: parts.headers,
+        body: body.to_vec(),
     }
 }
 

@@ -53,20 +53,31 @@ pub fn cookie_value(set_cookie: &str) -> &str {
     first.split_once('=').map(|(_, v)| v).unwrap_or_default()
 }
 
+/// [`Wisp::login_static`] on the server at `addr`.
+pub async fn login_static_at(
+    addr: SocketAddr,
+    project: &str,
+    username: &str,
+    password: &str,
+) -> RawResponse {
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("project", project)
+        .append_pair("username", username)
+        .append_pair("password", password)
+        .finish();
+    super::http_post_to(
+        addr,
+        "/auth/login/static",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        body.into_bytes(),
+    )
+    .await
+}
+
 impl Wisp {
     /// Posts the static admin login form, as the console's login page does.
     pub async fn login_static(&self, project: &str, username: &str, password: &str) -> RawResponse {
-        let body: String = form_urlencoded::Serializer::new(String::new())
-            .append_pair("project", project)
-            .append_pair("username", username)
-            .append_pair("password", password)
-            .finish();
-        self.http_post(
-            "/auth/login/static",
-            &[("content-type", "application/x-www-form-urlencoded")],
-            body.into_bytes(),
-        )
-        .await
+        login_static_at(self.addr(), project, username, password).await
     }
 
     /// Logs in as the quickstart project's static admin; the session token.

@@ -33,12 +33,9 @@ fn failures_key(project_id: &str, username: &str) -> String {
 }
 
 impl WebApi {
-    /// Whether logins of `username` to `project_id` are refused for now.
-    pub async fn login_throttled(&self, project_id: &str, username: &str) -> bool {
-        self.failed_logins(project_id, username).await >= MAX_FAILED_LOGINS
-    }
-
-    async fn failed_logins(&self, project_id: &str, username: &str) -> u32 {
+    /// Failed logins of `username` to `project_id` in the current window; at
+    /// [`MAX_FAILED_LOGINS`] its logins are refused.
+    pub async fn failed_logins(&self, project_id: &str, username: &str) -> u32 {
         match self
             .stores
             .cache
@@ -57,12 +54,10 @@ impl WebApi {
         }
     }
 
-    /// Counts one failed login.
-    pub async fn record_failed_login(&self, project_id: &str, username: &str) {
-        let failed = self
-            .failed_logins(project_id, username)
-            .await
-            .saturating_add(1);
+    /// Counts one more failed login after the `before` that [`WebApi::failed_logins`]
+    /// read.
+    pub async fn record_failed_login(&self, project_id: &str, username: &str, before: u32) {
+        let failed = before.saturating_add(1);
         let key = failures_key(project_id, username);
         if let Err(e) = self
             .stores

@@ -303,6 +303,22 @@ impl WebApi {
         Ok(())
     }
 
+    /// The caller's project, checked against a static admin's session; PERMISSION_DENIED
+    /// when it is gone.
+    async fn caller_project(&self, caller: &WebCaller) -> Result<Project, ServiceError> {
+        let project = self
+            .load_project(&caller.project_id)
+            .await
+            .map_err(|e| match e {
+                ServiceError::NotFound(_) => {
+                    ServiceError::PermissionDenied("Permission Denied".to_string())
+                }
+                other => other,
+            })?;
+        check_static_admin(caller, &project)?;
+        Ok(project)
+    }
+
     /// Checks that one of `caller`'s roles allows `method` (the RPC's name, e.g.
     /// "RegisterPiped"); PERMISSION_DENIED otherwise.
     pub async fn authorize(
@@ -320,14 +336,7 @@ impl WebApi {
                         caller: caller.clone(),
                     });
                 }
-                let project = self
-                    .load_project(&caller.project_id)
-                    .await
-                    .map_err(|e| match e {
-                        ServiceError::NotFound(_) => denied(),
-                        other => other,
-                    })?;
-                check_static_admin(caller, &project)?;
+                let project = self.caller_project(caller).await?;
                 return Ok(Authorized {
                     caller: WebCaller {
                         roles: current_roles(caller, &project)?,
@@ -337,14 +346,7 @@ impl WebApi {
             }
             Some(Requirement::Policy(resource, action)) => (resource, action),
         };
-        let project = self
-            .load_project(&caller.project_id)
-            .await
-            .map_err(|e| match e {
-                ServiceError::NotFound(_) => denied(),
-                other => other,
-            })?;
-        check_static_admin(caller, &project)?;
+        let project = self.caller_project(caller).await?;
         let caller_roles = current_roles(caller, &project)?;
         let roles = self.project_roles(&project);
         let allowed = caller_roles.iter().any(|name| {

@@ -409,13 +409,6 @@ mod fuzz {
     use super::*;
     use proptest::prelude::*;
 
-    fn cases() -> u32 {
-        std::env::var("WISP_FUZZ_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(256)
-    }
-
     fn attribute() -> impl Strategy<Value = AttributeValue> {
         let leaf = prop_oneof![
             ".{0,40}".prop_map(AttributeValue::S),
@@ -444,8 +437,6 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
-
         #[test]
         fn any_item_decodes_or_errs(item in proptest::collection::hash_map(name(), attribute(), 0..12)) {
             let _ = from_item(Kind::Application, item.clone());

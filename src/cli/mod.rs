@@ -13,6 +13,7 @@ mod flags;
 mod jobs;
 mod listen;
 mod migrate;
+mod ops_endpoint;
 mod piped;
 mod project;
 mod serve;

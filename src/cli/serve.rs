@@ -15,6 +15,7 @@ use tonic::transport::Server;
 use tonic_web::GrpcWebLayer;
 use wisp_app::{App, ConsoleOptions, KeySource};
 use wisp_transport::EdgeLayer;
+use wisp_transport::load::{DEFAULT_MAX_IN_FLIGHT, InFlightLayer, InFlightLimit};
 
 use super::signals::Signals;
 use super::stores::StoreArgs;
@@ -62,6 +63,15 @@ pub struct ServeArgs {
     /// Most client connections open at once; at the cap new ones wait until one closes.
     #[arg(long, env = "WISP_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+    /// Most calls worked on at once. Past it, calls wait in a line four times as long for
+    /// at most 2 s, then get UNAVAILABLE (which pipeds retry) instead of slowing every
+    /// call down until all of them time out.
+    #[arg(long, env = "WISP_MAX_IN_FLIGHT", default_value_t = DEFAULT_MAX_IN_FLIGHT)]
+    pub max_in_flight: usize,
+    /// Where to serve `/metrics` (Prometheus text) and `/version`; `off` for nowhere.
+    /// Loopback by default: put it on another address only where strangers cannot reach.
+    #[arg(long, env = "WISP_ADMIN_ADDR", default_value = "127.0.0.1:9085")]
+    pub admin_addr: String,
     /// Close a client connection after this long without a byte from the client (a live
     /// client sends its next call or answers the server's HTTP/2 pings every 30 s). A new
     /// connection must send within 30 s (or this, if shorter).
@@ -104,6 +114,22 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     if args.idle_timeout.is_zero() {
         return Err(CliError::Usage("--idle-timeout must be more than 0".into()));
     }
+    let admin_addr: Option<SocketAddr> = match args.admin_addr.as_str() {
+        "off" => None,
+        addr => Some(addr.parse().map_err(|_| {
+            CliError::Usage(format!(
+                "--admin-addr {addr}: expected HOST:PORT (e.g. 127.0.0.1:9085) or off"
+            ))
+        })?),
+    };
+    // Before anything records: the recorder sees every metric from the start.
+    let metrics = match admin_addr {
+        Some(_) => Some(wisp_telemetry::prometheus::install().context("metrics")?),
+        None => None,
+    };
+    if args.max_in_flight == 0 {
+        return Err(CliError::Usage("--max-in-flight must be at least 1".into()));
+    }
     if args.max_connections == 0 {
         return Err(CliError::Usage(
             "--max-connections must be at least 1".into(),
@@ -130,6 +156,15 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let local = listener.local_addr().context("listener address")?;
+    if let (Some(addr), Some(metrics)) = (admin_addr, metrics) {
+        let admin = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on --admin-addr {addr}"))?;
+        let admin_local = admin.local_addr().context("admin listener address")?;
+        println!("wisp admin listening on {admin_local}");
+        tracing::info!(addr = %admin_local, "metrics on /metrics, version on /version");
+        tokio::spawn(super::ops_endpoint::serve(admin, metrics));
+    }
     // Tests and scripts wait for this line to know the port (useful with --addr :0).
     println!("wisp listening on {local}");
     app.log_ready("wisp serve");
@@ -149,6 +184,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .layer(EdgeLayer)
         .layer(wisp_console::ConsoleLayer::new(Arc::new(console)))
         .layer(GrpcWebLayer::new())
+        // Inside gRPC-web, so that a call turned away gets a status its client reads.
+        .layer(InFlightLayer::new(InFlightLimit::new(args.max_in_flight)))
         .add_service(app.piped_grpc().into_server())
         .add_service(app.api_grpc().into_server())
         .add_service(web_grpc.into_server())

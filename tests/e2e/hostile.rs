@@ -187,14 +187,9 @@ async fn bombs_are_refused(wisp: &Wisp, via: support::Via) {
     );
 }
 
-/// A client that announces a large request body, sends a little of it and stalls is cut
-/// off at `--request-timeout`, instead of holding the server's memory and a connection
-/// for as long as it likes.
-#[test]
-fn a_stalled_upload_is_cut_off_at_the_request_timeout() {
-    let wisp = Wisp::start_with_serve_args(&["--request-timeout".into(), "2s".into()]);
-    // With credentials, so that the server waits for the body.
-    let piped = wisp.add_piped(QUICKSTART, "stalled");
+/// A ReportStat call from `piped` that announces a 1 MB body, sends five bytes of it and
+/// stalls (the connection, for reading the answer).
+fn stalled_upload(wisp: &Wisp, piped: &support::Piped) -> TcpStream {
     let mut conn = TcpStream::connect(wisp.addr()).expect("connect");
     conn.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("read timeout");
@@ -209,6 +204,18 @@ fn a_stalled_upload_is_cut_off_at_the_request_timeout() {
     conn.write_all(head.as_bytes()).expect("headers");
     conn.write_all(&[0u8, 0, 0, 0x0f, 0x42])
         .expect("a few bytes");
+    conn
+}
+
+/// A client that announces a large request body, sends a little of it and stalls is cut
+/// off at `--request-timeout`, instead of holding the server's memory and a connection
+/// for as long as it likes.
+#[test]
+fn a_stalled_upload_is_cut_off_at_the_request_timeout() {
+    let wisp = Wisp::start_with_serve_args(&["--request-timeout".into(), "2s".into()]);
+    // With credentials, so that the server waits for the body.
+    let piped = wisp.add_piped(QUICKSTART, "stalled");
+    let mut conn = stalled_upload(&wisp, &piped);
     let started = Instant::now();
     let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
@@ -240,6 +247,38 @@ fn a_stalled_upload_is_cut_off_at_the_request_timeout() {
         text.is_empty() || !text.contains("grpc-status: 0"),
         "the stalled call did not succeed: {text}"
     );
+}
+
+/// Past `--max-in-flight` calls, the next ones wait briefly and are then turned away
+/// with UNAVAILABLE (which pipeds retry), instead of hanging until the client gives up;
+/// once the calls in flight end, calls are served again.
+#[tokio::test]
+async fn calls_past_the_in_flight_bound_are_turned_away() {
+    let wisp = Wisp::start_with_serve_args(&["--max-in-flight".into(), "1".into()]);
+    let piped = wisp.add_piped(QUICKSTART, "busy");
+    let mut client = wisp.piped_client(support::Via::Grpc, &piped).await;
+    let stat = || wisp_proto::pipedservice::ReportStatRequest {
+        piped_stats: b"# metrics".to_vec(),
+    };
+    client.report_stat(stat()).await.expect("served while idle");
+
+    // A call whose upload stalls holds the one turn.
+    let stalled = stalled_upload(&wisp, &piped);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let started = Instant::now();
+    let refused = client.report_stat(stat()).await.expect_err("turned away");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("server busy"), "{refused:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "turned away only after {} s",
+        started.elapsed().as_secs()
+    );
+
+    drop(stalled);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client.report_stat(stat()).await.expect("served again");
 }
 
 #[test]
@@ -498,7 +537,7 @@ fn a_silent_connection_is_closed_at_the_idle_timeout() {
 #[test]
 fn zero_connection_bounds_are_refused() {
     let dir = support::empty_data_dir();
-    for flag in ["--max-connections", "--idle-timeout"] {
+    for flag in ["--max-connections", "--idle-timeout", "--max-in-flight"] {
         let value = if flag == "--idle-timeout" { "0s" } else { "0" };
         let out = support::run_cli(dir.path(), &["serve", flag, value]);
         assert_eq!(out.code, 2, "{out:?}");

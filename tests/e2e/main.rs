@@ -19,6 +19,7 @@ mod hostile;
 mod infra_routes;
 mod instances;
 mod lambda_e2e;
+mod metrics;
 mod migrate_cli;
 mod piped_service;
 mod revocation;

@@ -6,6 +6,8 @@
 //! not (the cache is optional: it reports `Unavailable` until Redis answers, and callers
 //! treat that as a miss).
 //!
+//! Every store is wrapped here, once, in its `wisp_store::metered` measure.
+//!
 //! Nothing here logs or returns a secret (the Redis AUTH token, credentials in a URL).
 
 use std::path::Path;
@@ -13,6 +15,7 @@ use std::sync::Arc;
 
 use wisp_config::{CacheBackend, CacheConfig, Config, DatastoreConfig, FilestoreConfig};
 use wisp_store::memory_cache::{DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES};
+use wisp_store::metered;
 use wisp_store::{Cache, Datastore, Filestore, MemoryCache, Stores};
 
 use crate::error::AppError;
@@ -50,12 +53,13 @@ async fn open_datastore(
             let path = c.path_or_default(data_dir);
             let datastore = wisp_store_embedded::SqliteDatastore::open(&path)
                 .map_err(|e| AppError::store(format!("the database {}", path.display()), e))?;
-            Ok(Arc::new(datastore))
+            Ok(metered::datastore(Arc::new(datastore), "sqlite"))
         }
         #[cfg(feature = "aws")]
-        DatastoreConfig::DynamoDb(c) => {
-            Ok(Arc::new(wisp_store_aws::open::open_datastore(c).await?))
-        }
+        DatastoreConfig::DynamoDb(c) => Ok(metered::datastore(
+            Arc::new(wisp_store_aws::open::open_datastore(c).await?),
+            "dynamodb",
+        )),
         other => Err(not_in_this_build(
             "datastore",
             other.store_type().as_str(),
@@ -75,10 +79,13 @@ async fn open_filestore(
             let dir = c.dir_or_default(data_dir);
             let filestore = wisp_store_embedded::LocalFilestore::open(&dir)
                 .map_err(|e| AppError::store(format!("the filestore {}", dir.display()), e))?;
-            Ok(Arc::new(filestore))
+            Ok(metered::filestore(Arc::new(filestore), "local"))
         }
         #[cfg(feature = "aws")]
-        FilestoreConfig::S3(c) => Ok(Arc::new(wisp_store_aws::open::open_filestore(c).await?)),
+        FilestoreConfig::S3(c) => Ok(metered::filestore(
+            Arc::new(wisp_store_aws::open::open_filestore(c).await?),
+            "s3",
+        )),
         other => Err(not_in_this_build(
             "filestore",
             other.store_type().as_str(),
@@ -98,12 +105,14 @@ fn feature_of(store_type: &str) -> &'static str {
 /// unreachable Redis is logged, not an error).
 pub async fn open_cache(c: &CacheConfig) -> Result<Arc<dyn Cache>, AppError> {
     match &c.backend {
-        CacheBackend::Memory(_) => Ok(Arc::new(MemoryCache::new(
-            DEFAULT_MAX_ENTRIES,
-            DEFAULT_MAX_BYTES,
-        ))),
+        CacheBackend::Memory(_) => Ok(metered::cache(
+            Arc::new(MemoryCache::new(DEFAULT_MAX_ENTRIES, DEFAULT_MAX_BYTES)),
+            "memory",
+        )),
         #[cfg(feature = "aws")]
-        CacheBackend::Redis(redis) => Ok(Arc::new(redis::open(redis).await?)),
+        CacheBackend::Redis(redis) => {
+            Ok(metered::cache(Arc::new(redis::open(redis).await?), "redis"))
+        }
         #[cfg(not(feature = "aws"))]
         CacheBackend::Redis(_) => Err(AppError::Unsupported(
             "cache type REDIS is not in this build (feature `aws` of wisp-app)".into(),

@@ -18,6 +18,10 @@
 //!   [`HashPolicy::max_waiting`] wait for a slot, each for at most
 //!   [`HashPolicy::max_wait`]. Past that a caller gets UNAVAILABLE at once, which pipeds
 //!   retry, instead of a queue that grows until every caller times out.
+//! * Nothing starts for a caller that has gone: waiting for a turn or a slot is part of
+//!   the caller's future, dropped with it (connection closed, `grpc-timeout` passed). A
+//!   check that has started finishes and records its result, so the caller's retry finds
+//!   it instead of paying again.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -78,14 +82,48 @@ pub(crate) struct HashGuard {
     policy: HashPolicy,
     slots: Arc<Semaphore>,
     waiting: AtomicUsize,
+    /// Shared with the checks running on the blocking pool, which record their own results.
+    outcomes: Arc<Outcomes>,
+    /// id → the lock its slow checks take in turn.
+    in_flight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+struct Outcomes {
     /// (id, stored hash) → SHA-256 of the key that matched it.
     matched: TtlCache<(String, String), [u8; 32]>,
     /// id → failed slow checks in the current window.
     failures: TtlCache<String, u32>,
-    /// id → the lock its slow checks take in turn.
-    in_flight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Slow comparisons run so far.
     slow_checks: AtomicU64,
+    credential: &'static str,
+}
+
+impl Outcomes {
+    /// Compares `secret` with each of `hashes` (the CPU work) and records what it found.
+    fn compare(&self, id: &str, secret: &str, digest: [u8; 32], hashes: &[String]) -> Check {
+        let mut compared = 0u64;
+        let found = hashes.iter().find(|hash| {
+            compared += 1;
+            verify_secret(secret, hash)
+        });
+        self.slow_checks.fetch_add(compared, Ordering::Relaxed);
+        wisp_telemetry::metrics::counter!(
+            wisp_telemetry::AUTH_SLOW_HASHES,
+            "credential" => self.credential
+        )
+        .increment(compared);
+        match found {
+            Some(hash) => {
+                self.matched.insert((id.to_owned(), hash.clone()), digest);
+                Check::Matched(Some(hash.clone()))
+            }
+            None => {
+                let failed = self.failures.get(id).unwrap_or(0).saturating_add(1);
+                self.failures.insert(id.to_owned(), failed);
+                Check::NoMatch
+            }
+        }
+    }
 }
 
 pub(crate) fn sha256(secret: &str) -> [u8; 32] {
@@ -97,30 +135,35 @@ fn busy() -> AuthError {
 }
 
 impl HashGuard {
-    pub(crate) fn new(policy: HashPolicy) -> Self {
+    /// `credential` labels the slow checks in the metrics (`piped`, `api_key`).
+    pub(crate) fn new(policy: HashPolicy, credential: &'static str) -> Self {
         HashGuard {
             slots: Arc::new(Semaphore::new(policy.slots.max(1))),
             waiting: AtomicUsize::new(0),
-            matched: TtlCache::new(policy.remember_matches.min(MAX_TTL), CAPACITY),
-            failures: TtlCache::new(policy.failure_window.min(MAX_TTL), CAPACITY),
+            outcomes: Arc::new(Outcomes {
+                matched: TtlCache::new(policy.remember_matches.min(MAX_TTL), CAPACITY),
+                failures: TtlCache::new(policy.failure_window.min(MAX_TTL), CAPACITY),
+                slow_checks: AtomicU64::new(0),
+                credential,
+            }),
             in_flight: Mutex::new(HashMap::new()),
-            slow_checks: AtomicU64::new(0),
             policy,
         }
     }
 
     pub(crate) fn slow_checks(&self) -> u64 {
-        self.slow_checks.load(Ordering::Relaxed)
+        self.outcomes.slow_checks.load(Ordering::Relaxed)
     }
 
     pub(crate) fn forget(&self, id: &str) {
-        self.matched.remove_where(|(key_id, _), _| key_id == id);
-        self.failures.remove_where(|key_id, _| key_id == id);
+        let outcomes = &self.outcomes;
+        outcomes.matched.remove_where(|(key_id, _), _| key_id == id);
+        outcomes.failures.remove_where(|key_id, _| key_id == id);
     }
 
     pub(crate) fn clear(&self) {
-        self.matched.clear();
-        self.failures.clear();
+        self.outcomes.matched.clear();
+        self.outcomes.failures.clear();
     }
 
     /// The stored hash `digest`'s key matched before, if any.
@@ -128,7 +171,8 @@ impl HashGuard {
         hashes
             .iter()
             .find(|hash| {
-                self.matched
+                self.outcomes
+                    .matched
                     .get(&(id.to_owned(), (*hash).clone()))
                     .is_some_and(|known| known == *digest)
             })
@@ -136,7 +180,8 @@ impl HashGuard {
     }
 
     fn over_budget(&self, id: &str) -> bool {
-        self.failures
+        self.outcomes
+            .failures
             .get(id)
             .is_some_and(|n| n >= self.policy.failures_per_id)
     }
@@ -172,27 +217,25 @@ impl HashGuard {
             let mut map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
             map.entry(id.to_owned()).or_default().clone()
         };
-        let outcome = self.check_in_turn(&lock, id, secret, &digest, hashes).await;
-        {
-            let mut map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-            // The map's reference and ours: nobody else is waiting on this id.
-            if Arc::strong_count(&lock) <= 2 {
-                map.remove(id);
-            }
-        }
-        outcome
+        let entry = InFlightEntry {
+            guard: self,
+            id,
+            lock,
+        };
+        self.check_in_turn(entry.lock.clone(), id, secret, digest, hashes)
+            .await
     }
 
     async fn check_in_turn(
         &self,
-        lock: &tokio::sync::Mutex<()>,
+        lock: Arc<tokio::sync::Mutex<()>>,
         id: &str,
         secret: &str,
-        digest: &[u8; 32],
+        digest: [u8; 32],
         hashes: &[String],
     ) -> Result<Check, AuthError> {
-        let _turn = self.wait(lock.lock()).await?;
-        if let Some(hash) = self.remembered(id, digest, hashes) {
+        let turn = self.wait(lock.lock_owned()).await?;
+        if let Some(hash) = self.remembered(id, &digest, hashes) {
             return Ok(Check::Matched(Some(hash)));
         }
         if self.over_budget(id) {
@@ -200,34 +243,19 @@ impl HashGuard {
         }
         let slot = self.wait(self.slots.clone().acquire_owned()).await?;
         let slot = slot.map_err(|_| busy())?;
-        let secret_owned = secret.to_owned();
-        let hashes_owned = hashes.to_vec();
-        // The slot moves into the blocking task: it is freed when the CPU work ends, even
-        // if the caller has gone away meanwhile.
+        let (outcomes, id, secret, hashes) = (
+            self.outcomes.clone(),
+            id.to_owned(),
+            secret.to_owned(),
+            hashes.to_vec(),
+        );
+        // The turn and the slot move into the blocking task: they are held until the CPU
+        // work ends, even if the caller has gone away meanwhile.
         let work = tokio::task::spawn_blocking(move || {
-            let _slot = slot;
-            let mut compared = 0u64;
-            for hash in &hashes_owned {
-                compared += 1;
-                if verify_secret(&secret_owned, hash) {
-                    return (Some(hash.clone()), compared);
-                }
-            }
-            (None, compared)
+            let _held = (turn, slot);
+            outcomes.compare(&id, &secret, digest, &hashes)
         });
-        let (matched, compared) = work.await.unwrap_or((None, 0));
-        self.slow_checks.fetch_add(compared, Ordering::Relaxed);
-        match matched {
-            Some(hash) => {
-                self.matched.insert((id.to_owned(), hash.clone()), *digest);
-                Ok(Check::Matched(Some(hash)))
-            }
-            None => {
-                let failed = self.failures.get(id).unwrap_or(0).saturating_add(1);
-                self.failures.insert(id.to_owned(), failed);
-                Ok(Check::NoMatch)
-            }
-        }
+        work.await.map_err(|_| busy())
     }
 
     /// Waits for `turn` within the policy's bounds on waiting.
@@ -236,6 +264,28 @@ impl HashGuard {
         tokio::time::timeout(self.policy.max_wait, turn)
             .await
             .map_err(|_| busy())
+    }
+}
+
+/// The per-id lock a check took, removed from the table when nobody else holds it (also
+/// when the caller has gone; a check still running keeps it for the next one).
+struct InFlightEntry<'a> {
+    guard: &'a HashGuard,
+    id: &'a str,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Drop for InFlightEntry<'_> {
+    fn drop(&mut self) {
+        let mut map = self
+            .guard
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // The table's reference and ours: nobody else is waiting on this id.
+        if Arc::strong_count(&self.lock) <= 2 {
+            map.remove(self.id);
+        }
     }
 }
 

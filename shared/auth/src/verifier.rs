@@ -241,7 +241,7 @@ impl<S: PipedKeySource> PipedVerifier<S> {
             verified: TtlCache::new(policy.verified_ttl, policy.capacity),
             rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
             unknown: TtlCache::new(policy.rejected_ttl, policy.capacity),
-            hashing: HashGuard::new(policy.hashing),
+            hashing: HashGuard::new(policy.hashing, "piped"),
         }
     }
 
@@ -274,6 +274,11 @@ impl<S: PipedKeySource> PipedVerifier<S> {
     /// Verifies `token`. Rejections are `AuthError::Unauthenticated(reason)`; a failing
     /// source is `AuthError::Unavailable`.
     pub async fn verify(&self, token: &PipedToken) -> Result<PipedCaller, AuthError> {
+        counted("piped", self.verify_uncounted(token).await)
+    }
+
+    /// [`Self::verify`], with whether the answer came from the verified cache.
+    async fn verify_uncounted(&self, token: &PipedToken) -> Result<(PipedCaller, bool), AuthError> {
         let cache_key = PipedCacheKey::new(token);
         if let Some((caller, verified_at)) = self.verified.get(&cache_key) {
             if !self
@@ -281,7 +286,7 @@ impl<S: PipedKeySource> PipedVerifier<S> {
                 .piped_revoked_since(&caller.project_id, &caller.piped_id, verified_at)
                 .await
             {
-                return Ok(caller);
+                return Ok((caller, true));
             }
             self.forget_piped(&caller.piped_id);
         }
@@ -359,8 +364,28 @@ impl<S: PipedKeySource> PipedVerifier<S> {
         tracing::debug!(project_id, piped_id, "piped credentials verified");
         self.verified
             .insert(cache_key, (caller.clone(), verified_at));
-        Ok(caller)
+        Ok((caller, false))
     }
+}
+
+/// Counts a verification by its outcome (`wisp_auth_verifications_total`).
+fn counted<C>(
+    credential: &'static str,
+    result: Result<(C, bool), AuthError>,
+) -> Result<C, AuthError> {
+    let outcome = match &result {
+        Ok((_, true)) => "cached",
+        Ok((_, false)) => "verified",
+        Err(AuthError::Unauthenticated(_)) => "rejected",
+        Err(_) => "unavailable",
+    };
+    wisp_telemetry::metrics::counter!(
+        wisp_telemetry::AUTH_VERIFICATIONS,
+        "credential" => credential,
+        "outcome" => outcome
+    )
+    .increment(1);
+    result.map(|(caller, _)| caller)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -472,7 +497,7 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
             verified: TtlCache::new(policy.verified_ttl, policy.capacity),
             rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
             unknown: TtlCache::new(policy.rejected_ttl, policy.capacity),
-            hashing: HashGuard::new(policy.hashing),
+            hashing: HashGuard::new(policy.hashing, "api_key"),
         }
     }
 
@@ -502,6 +527,14 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
     }
 
     pub async fn verify(&self, credential: &ApiKeyCredential) -> Result<ApiKeyCaller, AuthError> {
+        counted("api_key", self.verify_uncounted(credential).await)
+    }
+
+    /// [`Self::verify`], with whether the answer came from the verified cache.
+    async fn verify_uncounted(
+        &self,
+        credential: &ApiKeyCredential,
+    ) -> Result<(ApiKeyCaller, bool), AuthError> {
         let cache_key = ApiKeyCacheKey {
             id: credential.id.clone(),
             key_sha256: sha256(credential.key()),
@@ -512,7 +545,7 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
                 .api_key_revoked_since(&caller.project_id, &caller.id, verified_at)
                 .await
             {
-                return Ok(caller);
+                return Ok((caller, true));
             }
             self.forget_api_key(&caller.id);
         }
@@ -569,6 +602,6 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
         tracing::debug!(api_key_id = id, project_id = %caller.project_id, "api key verified");
         self.verified
             .insert(cache_key, (caller.clone(), verified_at));
-        Ok(caller)
+        Ok((caller, false))
     }
 }

@@ -554,6 +554,73 @@ async fn saturated_checks_are_shed() {
     }
 }
 
+/// Stored hashes that take a while to check (bcrypt at cost 12, a few hundred
+/// milliseconds), so that a test can leave while one is being checked or waited for.
+fn slow_pipeds(src: &FakePipeds, n: usize) {
+    for i in 0..n {
+        src.put_piped(&format!("p{i}"), "project-1", &[&format!("k{i}")], false);
+        let slow = hash_secret_with_cost(&format!("k{i}"), 12).unwrap();
+        src.update_piped(&format!("p{i}"), |p| p.key_hashes = vec![slow]);
+    }
+}
+
+/// A caller that goes away (its deadline passed, its connection closed) while waiting for
+/// a check costs nothing: the check it was waiting for never starts.
+#[tokio::test]
+async fn a_caller_that_has_gone_starts_no_check() {
+    let src = fixture();
+    slow_pipeds(&src, 2);
+    let policy = CachePolicy::default().hashing(HashPolicy {
+        slots: 1,
+        ..HashPolicy::default()
+    });
+    let v = Arc::new(PipedVerifier::with_policy(src.clone(), policy));
+    let holder = {
+        let v = v.clone();
+        tokio::spawn(async move { v.verify(&token("project-1", "p0", "k0")).await })
+    };
+    // p0's check holds the only slot; p1's caller gives up while waiting for it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(20),
+        v.verify(&token("project-1", "p1", "k1")),
+    )
+    .await;
+    assert!(gave_up.is_err(), "p1's check should still be waiting");
+    assert!(holder.await.unwrap().is_ok());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(v.bcrypt_verifications(), 1, "p1 was checked for nobody");
+    // p1 itself, calling again, is checked as usual.
+    assert!(v.verify(&token("project-1", "p1", "k1")).await.is_ok());
+    assert_eq!(v.bcrypt_verifications(), 2);
+}
+
+/// A check that has started when its caller goes away finishes and is kept: the
+/// caller's retry is answered from it instead of paying for the check again.
+#[tokio::test]
+async fn a_check_whose_caller_left_serves_the_retry() {
+    let src = fixture();
+    slow_pipeds(&src, 1);
+    let v = PipedVerifier::new(src.clone());
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(20),
+        v.verify(&token("project-1", "p0", "k0")),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the check should still be running");
+    // The check runs to its end and is counted and kept, though nobody waits for it.
+    let finished = async {
+        while v.bcrypt_verifications() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), finished)
+        .await
+        .expect("the started check finishes");
+    assert!(v.verify(&token("project-1", "p0", "k0")).await.is_ok());
+    assert_eq!(v.bcrypt_verifications(), 1);
+}
+
 /// Made-up piped ids cost one store read per id per `rejected_ttl`, not one per call.
 #[tokio::test]
 async fn unknown_ids_are_remembered() {

@@ -301,6 +301,12 @@ pub const HTTP_BYTES_PER_CALL: f64 = 610.0;
 /// many seconds per warm Lambda instance (the verifier cache's TTL).
 pub const CREDENTIAL_CACHE_SECS: f64 = 300.0;
 
+/// Billed time of one such check: the GetItem's round trip. The key's stored hash is a
+/// SHA-256 (microseconds); a bcrypt check, as keys used to be stored, took about 55 ms of
+/// a whole vCPU, several times that at 128 MB. Keys imported from upstream PipeCD pay one
+/// bcrypt on first use and are stored with SHA-256 from then on.
+pub const CREDENTIAL_CHECK_MS: f64 = 5.0;
+
 /// The ALB closes a client connection after an hour (its default HTTP client keep-alive
 /// duration): each piped opens about one connection an hour.
 pub const CONNECTION_SECS: f64 = 3600.0;
@@ -414,7 +420,9 @@ pub fn project(totals: &[RpcTotals], inputs: CostInputs, prices: &Prices) -> Pro
     // Bursts keep more instances warm than the average; each one verifies each piped's
     // credentials once per cache period.
     let warm_instances = average_concurrency.ceil().max(1.0);
-    units.rru += pipeds * (MONTH_SECS / CREDENTIAL_CACHE_SECS) * warm_instances;
+    let credential_checks = pipeds * (MONTH_SECS / CREDENTIAL_CACHE_SECS) * warm_instances;
+    units.rru += credential_checks;
+    month_billed_secs += credential_checks * CREDENTIAL_CHECK_MS / 1000.0;
 
     let gb_per_hour = month_bytes / 1e9 / MONTH_HOURS;
     let lcu = {
@@ -554,8 +562,12 @@ mod tests {
             "{}",
             p.month_requests
         );
-        // 518,400 × 1 ms + 2 ms at 1 GB.
-        assert!((p.month_gb_seconds - 518.402).abs() < 1e-6);
+        // 518,400 × 1 ms + 2 ms, and 8,640 credential checks × 5 ms, at 1 GB.
+        assert!(
+            (p.month_gb_seconds - 561.602).abs() < 1e-6,
+            "{}",
+            p.month_gb_seconds
+        );
         // The polls, one GetItem of the piped for its metadata, and a credential check
         // per 5 minutes on the one warm instance.
         let reads = 518_400.0 * 0.5 + 1.0 + MONTH_SECS / CREDENTIAL_CACHE_SECS;

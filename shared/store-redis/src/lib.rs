@@ -312,6 +312,11 @@ impl RedisCache {
             }
             Err(_) => {
                 self.note_failure();
+                wisp_telemetry::metrics::counter!(
+                    wisp_telemetry::CACHE_TIMEOUTS,
+                    "backend" => "redis"
+                )
+                .increment(1);
                 Err(StoreError::Unavailable(format!(
                     "Redis {}: no answer within {:?}",
                     self.target, self.timeout

@@ -12,6 +12,7 @@ pub mod entities;
 pub mod error;
 pub mod filestore;
 pub mod memory_cache;
+pub mod metered;
 pub mod migrate;
 
 // Domain stores built on the traits.

@@ -184,6 +184,7 @@ impl<A, S> Service<Request<Body>> for Gate<A, S>
 where
     A: Admit,
     S: Service<Request<Body>, Response = Response<Body>, Error = std::convert::Infallible>
+        + NamedService
         + Clone
         + Send
         + 'static,
@@ -207,7 +208,10 @@ where
         // for the next call.
         let mut inner = self.inner.clone();
         Box::pin(async move {
-            match pass(&*admit, limits, &budget, req).await {
+            let started = std::time::Instant::now();
+            let method = method_of(&req);
+            let label = limits.method(method).map_or("unknown", |(name, _)| name);
+            let response = match pass(&*admit, limits, &budget, req).await {
                 Ok((req, charge)) => {
                     let response = inner.call(req).await;
                     // Held until the handler is done with the decoded message.
@@ -215,9 +219,36 @@ where
                     response
                 }
                 Err(status) => Ok(status.into_http()),
+            };
+            if let Ok(response) = &response {
+                // A unary call that failed answers with its status in the headers; one
+                // that succeeded has none there (its OK comes in the trailers).
+                let code = response
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                wisp_telemetry::record_grpc_call(
+                    service_label(S::NAME),
+                    label,
+                    code,
+                    started.elapsed(),
+                );
             }
+            response
         })
     }
+}
+
+/// `PipedService` for `grpc.service.pipedservice.PipedService`.
+fn service_label(name: &'static str) -> &'static str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+/// The RPC's name as in the path (`ReportStat`).
+fn method_of<B>(req: &Request<B>) -> &str {
+    req.uri().path().rsplit('/').next().unwrap_or_default()
 }
 
 /// Admits the caller and replaces the body with one uncompressed, checked message.
@@ -227,13 +258,7 @@ async fn pass<A: Admit>(
     budget: &DecodeBudget,
     req: Request<Body>,
 ) -> Result<(Request<Body>, Charge), Status> {
-    let method = req
-        .uri()
-        .path()
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let method = method_of(&req).to_owned();
     let method = method.as_str();
     let Some(limit) = limits.for_method(method) else {
         return Err(Status::unimplemented(format!("unknown method {method}")));

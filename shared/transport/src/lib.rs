@@ -8,6 +8,7 @@ pub mod api;
 pub mod edge;
 pub mod gate;
 pub mod limits;
+pub mod load;
 #[cfg(feature = "piped")]
 pub mod piped;
 pub mod status;

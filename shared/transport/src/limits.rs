@@ -24,10 +24,15 @@ pub struct Limits {
 impl Limits {
     /// The bound of `method`; `None` when the service has no such RPC.
     pub fn for_method(&self, method: &str) -> Option<usize> {
+        self.method(method).map(|(_, limit)| limit)
+    }
+
+    /// The RPC's name as this table spells it (a label from a fixed list) and its bound.
+    pub fn method(&self, method: &str) -> Option<(&'static str, usize)> {
         self.methods
             .iter()
             .find(|(name, _, _)| *name == method)
-            .map(|(_, limit, _)| *limit)
+            .map(|(name, limit, _)| (*name, *limit))
     }
 
     /// The largest bound of the service.

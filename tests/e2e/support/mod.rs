@@ -44,7 +44,8 @@ pub const QUICKSTART: &str = "quickstart";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Environment variables of the CLI that would change what the tests run against.
-const WISP_ENV: [&str; 8] = [
+const WISP_ENV: [&str; 9] = [
+    "WISP_ADMIN_ADDR",
     "WISP_CONFIG",
     "WISP_CONFIG_SECRET",
     "WISP_DATA_DIR",
@@ -72,6 +73,8 @@ pub fn wisp_command() -> Command {
 pub struct Server {
     child: Child,
     addr: SocketAddr,
+    /// Where `/metrics` and `/version` are served (`--admin-addr`).
+    admin_addr: Option<SocketAddr>,
     log: PathBuf,
 }
 
@@ -112,6 +115,12 @@ impl Server {
             } else {
                 &["--addr", "127.0.0.1:0"][..]
             })
+            // A port of its own for each server: tests run side by side.
+            .args(if args.iter().any(|a| a == "--admin-addr") {
+                &[][..]
+            } else {
+                &["--admin-addr", "127.0.0.1:0"][..]
+            })
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -134,11 +143,15 @@ impl Server {
         let mut server = Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin_addr: None,
             log,
         };
         loop {
             match rx.recv_timeout(READY_TIMEOUT) {
                 Ok(line) => {
+                    if let Some(addr) = line.strip_prefix("wisp admin listening on ") {
+                        server.admin_addr = addr.trim().parse().ok();
+                    }
                     if let Some(addr) = line.strip_prefix("wisp listening on ") {
                         server.addr = addr.trim().parse().expect("address in the ready line");
                         return server;
@@ -154,6 +167,11 @@ impl Server {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the server serves `/metrics` and `/version`.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// The server's resident memory now and at its peak, in KiB (`VmRSS`, `VmHWM`).
@@ -483,21 +501,7 @@ impl Wisp {
         method: http::Method,
         path: &str,
     ) -> (http::StatusCode, String) {
-        let client = HyperClient::builder(TokioExecutor::new()).build_http::<String>();
-        let req = http::Request::builder()
-            .method(method)
-            .uri(format!("http://{}{path}", self.addr()))
-            .body(String::new())
-            .expect("a valid request");
-        let resp = client.request(req).await.expect("HTTP request");
-        let status = resp.status();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .expect("read the body")
-            .to_bytes();
-        (status, String::from_utf8_lossy(&body).into_owned())
+        http_request_to(self.addr(), method, path).await
     }
 
     /// A raw HTTP/1.1 `POST <path>` with `headers` and `body`, as a browser sends it:
@@ -521,6 +525,29 @@ impl Wisp {
 }
 
 /// [`Wisp::http_post`] to any server (another instance on the same stores, say).
+/// `<method> <path>` over HTTP/1.1 to `addr`: status and body.
+pub async fn http_request_to(
+    addr: SocketAddr,
+    method: http::Method,
+    path: &str,
+) -> (http::StatusCode, String) {
+    let client = HyperClient::builder(TokioExecutor::new()).build_http::<String>();
+    let req = http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .body(String::new())
+        .expect("a valid request");
+    let resp = client.request(req).await.expect("HTTP request");
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .expect("read the body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
 pub async fn http_post_to(
     addr: SocketAddr,
     path: &str,

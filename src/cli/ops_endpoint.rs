@@ -1,0 +1,102 @@
+//! The admin address of `wisp serve` (upstream calls it the admin server): `GET /metrics`
+//! (Prometheus text format), `GET /version` and `GET /healthz`, on a listener of its own. It
+//! defaults to loopback so that nothing here is public by accident; a Prometheus on another
+//! host needs `--admin-addr 0.0.0.0:9085` (upstream's admin port) and a network that keeps
+//! strangers off it.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use wisp_telemetry::prometheus::PrometheusHandle;
+
+/// Connections the admin listener serves at once: scrapers and people, not fleets.
+const MAX_CONNECTIONS: usize = 64;
+/// A client must send its request's headers within this.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `/version` answers.
+pub fn version_json() -> serde_json::Value {
+    serde_json::json!({
+        "name": "wisp",
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// Serves the admin endpoints on `listener` until the process ends.
+pub async fn serve(listener: TcpListener, metrics: PrometheusHandle) {
+    let metrics = Arc::new(metrics);
+    let places = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    loop {
+        let Ok(place) = places.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                tracing::warn!(error = %err, "admin: cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let metrics = metrics.clone();
+            async move { Ok::<_, Infallible>(answer(&req, &metrics)) }
+        });
+        let conn = http.serve_connection(TokioIo::new(stream), service);
+        tokio::spawn(async move {
+            let _place = place;
+            if let Err(err) = conn.await {
+                tracing::debug!(error = %err, "admin: connection ended");
+            }
+        });
+    }
+}
+
+fn answer<B>(req: &Request<B>, metrics: &PrometheusHandle) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    }
+    match req.uri().path() {
+        "/metrics" => {
+            let mut response = Response::new(Full::new(Bytes::from(metrics.render())));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            response
+        }
+        "/version" => {
+            let mut response = Response::new(Full::new(Bytes::from(version_json().to_string())));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        "/healthz" => text(StatusCode::OK, "ok"),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found (the admin address serves /metrics, /version and /healthz)\n",
+        ),
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}

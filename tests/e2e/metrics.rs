@@ -1,0 +1,209 @@
+//! What an operator scrapes from `wisp serve` (issue 17): a known workload, then the
+//! counts on `/metrics`, read with a Prometheus text-format parser.
+
+use crate::support;
+
+use std::collections::HashMap;
+
+use http::{Method, StatusCode};
+use support::{QUICKSTART, Via, Wisp};
+use wisp_proto::pipedservice as ps;
+
+/// The samples of `/metrics`, by metric name and labels.
+struct Scrape(prometheus_parse::Scrape);
+
+impl Scrape {
+    async fn from(wisp: &Wisp) -> Scrape {
+        let admin = wisp.server().admin_addr().expect("an admin address");
+        let (status, body) = support::http_request_to(admin, Method::GET, "/metrics").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let lines = body.lines().map(|l| Ok(l.to_owned()));
+        Scrape(prometheus_parse::Scrape::parse(lines).expect("Prometheus text format"))
+    }
+
+    /// The value of `name` whose labels include `labels` (0 when there is none).
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let matching: Vec<f64> = self
+            .0
+            .samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match &s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => *v,
+                // The +Inf bucket: every observation.
+                prometheus_parse::Value::Histogram(buckets) => {
+                    buckets.iter().map(|b| b.count).fold(0.0, f64::max)
+                }
+                prometheus_parse::Value::Summary(_) => f64::NAN,
+            })
+            .collect();
+        assert!(matching.len() <= 1, "{name} {labels:?}: {matching:?}");
+        matching.first().copied().unwrap_or(0.0)
+    }
+
+    /// Label sets seen for `name`.
+    fn label_sets(&self, name: &str) -> Vec<HashMap<String, String>> {
+        self.0
+            .samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .map(|s| {
+                s.labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_known_workload_shows_on_metrics() {
+    let wisp = Wisp::start();
+    let piped = wisp.add_piped(QUICKSTART, "scraped");
+    let mut client = wisp.piped_client(Via::Grpc, &piped).await;
+    for _ in 0..3 {
+        client
+            .report_stat(ps::ReportStatRequest {
+                piped_stats: b"# metrics".to_vec(),
+            })
+            .await
+            .expect("ReportStat");
+    }
+    client
+        .list_applications(ps::ListApplicationsRequest {})
+        .await
+        .expect("ListApplications");
+    let wrong = piped.authorization_with(QUICKSTART, "not-the-key");
+    let mut stranger = wisp.client(Via::Grpc, Some(&wrong)).await;
+    for _ in 0..2 {
+        let err = stranger
+            .report_stat(ps::ReportStatRequest {
+                piped_stats: vec![],
+            })
+            .await
+            .expect_err("a wrong key");
+        assert_eq!(err.code(), tonic::Code::Unauthenticated);
+    }
+
+    let m = Scrape::from(&wisp).await;
+    let calls = |method: &str, code: &str| {
+        m.value(
+            "wisp_grpc_requests_total",
+            &[
+                ("service", "PipedService"),
+                ("method", method),
+                ("code", code),
+            ],
+        )
+    };
+    assert_eq!(calls("ReportStat", "OK"), 3.0);
+    assert_eq!(calls("ReportStat", "UNAUTHENTICATED"), 2.0);
+    assert_eq!(calls("ListApplications", "OK"), 1.0);
+    // Every answered call is in the latency histogram of its method.
+    assert_eq!(
+        m.value(
+            "wisp_grpc_request_duration_seconds",
+            &[("service", "PipedService"), ("method", "ReportStat")]
+        ),
+        5.0
+    );
+
+    // The piped's first call was checked against the store, its next three came from the
+    // cache; the stranger's two were rejected (the second from the rejected cache).
+    let auth = |outcome: &str| {
+        m.value(
+            "wisp_auth_verifications_total",
+            &[("credential", "piped"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(auth("verified"), 1.0);
+    assert_eq!(auth("cached"), 3.0);
+    assert_eq!(auth("rejected"), 2.0);
+    // Keys Wisp generates are checked without bcrypt.
+    assert_eq!(
+        m.value(
+            "wisp_auth_slow_hash_checks_total",
+            &[("credential", "piped")]
+        ),
+        0.0
+    );
+
+    // Store operations: the piped's record was read to verify it, and every timed
+    // operation was counted.
+    let op = |kind: &str, op: &str, outcome: &str| {
+        m.value(
+            "wisp_store_operations_total",
+            &[
+                ("store", "datastore"),
+                ("backend", "sqlite"),
+                ("kind", kind),
+                ("op", op),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    assert!(op("Piped", "get", "ok") >= 1.0);
+    let counted: f64 = m
+        .label_sets("wisp_store_operations_total")
+        .iter()
+        .filter(|l| l["store"] == "datastore" && l["op"] == "get")
+        .map(|l| op(&l["kind"], "get", &l["outcome"]))
+        .sum();
+    assert_eq!(
+        m.value(
+            "wisp_store_operation_duration_seconds",
+            &[("store", "datastore"), ("backend", "sqlite"), ("op", "get")]
+        ),
+        counted
+    );
+
+    // No id is a label.
+    for name in [
+        "wisp_grpc_requests_total",
+        "wisp_auth_verifications_total",
+        "wisp_store_operations_total",
+        "wisp_cache_reads_total",
+    ] {
+        for labels in m.label_sets(name) {
+            for value in labels.values() {
+                assert!(
+                    !value.contains(&piped.id),
+                    "{name} carries the piped id: {labels:?}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_admin_address_serves_version_and_nothing_else() {
+    let wisp = Wisp::start();
+    let admin = wisp.server().admin_addr().expect("an admin address");
+    assert!(admin.ip().is_loopback());
+    let (status, body) = support::http_request_to(admin, Method::GET, "/version").await;
+    assert_eq!(status, StatusCode::OK);
+    let version: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
+    let (status, _) = support::http_request_to(admin, Method::POST, "/metrics").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    let (status, _) = support::http_request_to(admin, Method::GET, "/debug").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // The public address does not serve metrics.
+    let (status, _) = wisp.http_get("/metrics").await;
+    assert_ne!(status, StatusCode::OK);
+}
+
+#[test]
+fn a_bad_admin_address_is_refused_and_off_turns_it_off() {
+    let dir = support::empty_data_dir();
+    let out = support::run_cli(dir.path(), &["serve", "--admin-addr", "nowhere"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("--admin-addr nowhere"), "{out:?}");
+
+    let wisp = Wisp::start_with_serve_args(&["--admin-addr".into(), "off".into()]);
+    assert!(wisp.server().admin_addr().is_none());
+}

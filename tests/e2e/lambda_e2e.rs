@@ -114,3 +114,107 @@ async fn console_login_and_web_service_through_alb_and_lambda() {
     assert!(front.invocations("wisp-http") >= 1);
     assert!(front.invocations("wisp-web-api") >= 3);
 }
+
+/// The CloudWatch Embedded Metric Format documents one function wrote to its log.
+fn emf_documents(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|doc| doc.get("_aws").is_some())
+        .collect()
+}
+
+/// The sum of `metric` over the documents whose dimensions include `labels`.
+fn emf_sum(docs: &[serde_json::Value], metric: &str, labels: &[(&str, &str)]) -> f64 {
+    docs.iter()
+        .filter(|doc| labels.iter().all(|(k, v)| doc[*k] == *v))
+        .filter_map(|doc| match &doc[metric] {
+            serde_json::Value::Number(n) => n.as_f64(),
+            serde_json::Value::Array(values) => Some(values.len() as f64),
+            _ => None,
+        })
+        .sum()
+}
+
+/// The functions write their metrics as CloudWatch Embedded Metric Format lines: namespace
+/// `Wisp`, dimensions `Deployment` and `Function` plus the few labels each metric keeps
+/// there, and counts that match the calls made.
+#[tokio::test]
+async fn metrics_as_embedded_metric_format_lines() {
+    let Some(wisp) = Wisp::start_lambda("metrics_as_embedded_metric_format_lines") else {
+        return;
+    };
+    let piped = wisp.add_piped(support::QUICKSTART, "emf");
+    let mut client = wisp.piped_client(Via::Bridge, &piped).await;
+    for _ in 0..3 {
+        client
+            .report_stat(wisp_proto::pipedservice::ReportStatRequest {
+                piped_stats: b"# metrics".to_vec(),
+            })
+            .await
+            .expect("ReportStat");
+    }
+    let wrong = piped.authorization_with(support::QUICKSTART, "not-the-key");
+    let mut stranger = wisp.client(Via::Bridge, Some(&wrong)).await;
+    for _ in 0..2 {
+        let err = stranger
+            .report_stat(wisp_proto::pipedservice::ReportStatRequest {
+                piped_stats: vec![],
+            })
+            .await
+            .expect_err("a wrong key");
+        assert_eq!(err.code(), tonic::Code::Unauthenticated);
+    }
+    let front = wisp.lambda().expect("running as Lambda functions");
+    front
+        .invoke("wisp-jobs", &serde_json::json!({"job": "orphan-commands"}))
+        .unwrap_or_else(|e| panic!("jobs failed: {e}\n{}", front.log_text("wisp-jobs")));
+
+    let log = front.log_text("wisp-piped-api");
+    let docs = emf_documents(&log);
+    assert!(!docs.is_empty(), "no EMF lines in the log:\n{log}");
+    for doc in &docs {
+        let directive = &doc["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], "Wisp", "{doc}");
+        let dimensions = directive["Dimensions"][0]
+            .as_array()
+            .expect("one dimension set");
+        assert_eq!(dimensions[0], "Deployment", "{doc}");
+        assert_eq!(dimensions[1], "Function", "{doc}");
+        // Every dimension has its value in the document, and none is an id.
+        for name in dimensions {
+            let value = doc[name.as_str().expect("a name")]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name} has no value: {doc}"));
+            assert!(!value.contains(&piped.id), "{doc}");
+        }
+        assert!(dimensions.len() <= 4, "too many dimensions: {doc}");
+        assert_eq!(doc["Function"], "piped-api", "{doc}");
+        assert_eq!(doc["Deployment"], "wisp", "{doc}");
+    }
+    let calls = |class: &str| emf_sum(&docs, "wisp_grpc_requests_total", &[("code_class", class)]);
+    assert_eq!(calls("ok"), 3.0, "{log}");
+    assert_eq!(calls("client_error"), 2.0, "{log}");
+    assert_eq!(calls("server_error"), 0.0, "{log}");
+    assert_eq!(
+        emf_sum(&docs, "wisp_grpc_request_duration_seconds", &[]),
+        5.0,
+        "{log}"
+    );
+    assert!(
+        emf_sum(
+            &docs,
+            "wisp_auth_verifications_total",
+            &[("outcome", "rejected")]
+        ) >= 1.0
+    );
+
+    let jobs = emf_documents(&front.log_text("wisp-jobs"));
+    assert_eq!(
+        emf_sum(
+            &jobs,
+            "wisp_job_runs_total",
+            &[("job", "orphan-commands"), ("outcome", "finished")]
+        ),
+        1.0
+    );
+}

@@ -207,3 +207,38 @@ fn a_bad_admin_address_is_refused_and_off_turns_it_off() {
     let wisp = Wisp::start_with_serve_args(&["--admin-addr".into(), "off".into()]);
     assert!(wisp.server().admin_addr().is_none());
 }
+
+/// The scheduled jobs' runs, items and last success show on `/metrics`.
+#[tokio::test]
+async fn job_runs_show_on_metrics() {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    let wisp =
+        Wisp::start_with_jobs("  jobs:\n    orphanCommands: {interval: 1s, commandTimeout: 1s}\n");
+    let job = [("job", "orphan-commands")];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let m = loop {
+        let m = Scrape::from(&wisp).await;
+        if m.value("wisp_job_runs_total", &[job[0], ("outcome", "finished")]) >= 1.0 {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no finished run of orphan-commands on /metrics"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        m.value("wisp_job_runs_total", &[job[0], ("outcome", "failed")]),
+        0.0
+    );
+    assert!(m.value("wisp_job_duration_seconds", &job) >= 1.0);
+    assert!(m.value("wisp_job_last_success_timestamp_seconds", &job) >= started.floor());
+    // Every run's items are counted (nothing to change on an empty server).
+    assert_eq!(
+        m.value("wisp_job_items_total", &[job[0], ("result", "failed")]),
+        0.0
+    );
+}

@@ -107,11 +107,7 @@ impl Outcomes {
             verify_secret(secret, hash)
         });
         self.slow_checks.fetch_add(compared, Ordering::Relaxed);
-        wisp_telemetry::metrics::counter!(
-            wisp_telemetry::AUTH_SLOW_HASHES,
-            "credential" => self.credential
-        )
-        .increment(compared);
+        wisp_telemetry::record_slow_hashes(self.credential, compared);
         match found {
             Some(hash) => {
                 self.matched.insert((id.to_owned(), hash.clone()), digest);

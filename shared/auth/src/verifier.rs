@@ -379,12 +379,7 @@ fn counted<C>(
         Err(AuthError::Unauthenticated(_)) => "rejected",
         Err(_) => "unavailable",
     };
-    wisp_telemetry::metrics::counter!(
-        wisp_telemetry::AUTH_VERIFICATIONS,
-        "credential" => credential,
-        "outcome" => outcome
-    )
-    .increment(1);
+    wisp_telemetry::record_verification(credential, outcome);
     result.map(|(caller, _)| caller)
 }
 

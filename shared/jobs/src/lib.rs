@@ -226,7 +226,22 @@ pub async fn run(job: Job, ctx: &JobContext<'_>) -> Result<JobReport, JobError> 
         Job::DeploymentChains => deployment_chains::run(ctx).await,
         Job::Insights => insights::run(ctx).await,
     };
-    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let took = started.elapsed();
+    let elapsed_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+    let run = match &result {
+        Ok(report) => wisp_telemetry::JobRun {
+            finished: Some(report.finished),
+            examined: report.examined,
+            changed: report.changed,
+            failed: report.failed,
+            took,
+        },
+        Err(_) => wisp_telemetry::JobRun {
+            took,
+            ..Default::default()
+        },
+    };
+    wisp_telemetry::record_job_run(job.name(), run);
     match result {
         Ok(mut report) => {
             report.elapsed_ms = elapsed_ms;

@@ -109,7 +109,10 @@ where
             .call(http::Request::from_parts(parts, Full::new(bytes)));
         Box::pin(async move {
             let Ok(response) = call.await;
-            Ok(into_alb_response(response, &protocol, &path, gzip).await)
+            let answer = into_alb_response(response, &protocol, &path, gzip).await;
+            // Lambda may freeze the process after the answer: write the metrics now.
+            wisp_telemetry::emf::flush();
+            Ok(answer)
         })
     }
 }

@@ -9,6 +9,7 @@ use wisp_app::{App, AppError, Sources};
 /// WebService answer of a function goes through the ALB, so it is fitted to the ALB's
 /// response limit.
 pub async fn load(function: &'static str) -> Result<App, AppError> {
+    install_metrics(function);
     let opened = async { App::open(&Sources::from_lambda_env()?).await }.await;
     match opened {
         #[cfg(feature = "web")]
@@ -21,7 +22,25 @@ pub async fn load(function: &'static str) -> Result<App, AppError> {
         Ok(app) => Ok(app),
         Err(e) => {
             tracing::error!(function, error = %e, "init failed");
+            // The ALB shows this start as a 502; the metric says which function and why
+            // to look at its log.
+            wisp_telemetry::metrics::counter!(wisp_telemetry::INIT_FAILURES).increment(1);
+            wisp_telemetry::emf::flush();
             Err(e)
         }
+    }
+}
+
+/// Metrics as CloudWatch Embedded Metric Format lines on stdout (docs/METRICS.md):
+/// namespace `WISP_METRICS_NAMESPACE` (default `Wisp`; `off` for none), dimensions
+/// `Deployment` (`WISP_DEPLOYMENT`, default `wisp`) and `Function`.
+fn install_metrics(function: &'static str) {
+    let namespace = std::env::var("WISP_METRICS_NAMESPACE").unwrap_or_else(|_| "Wisp".into());
+    if namespace == "off" {
+        return;
+    }
+    let deployment = std::env::var("WISP_DEPLOYMENT").unwrap_or_else(|_| "wisp".into());
+    if let Err(err) = wisp_telemetry::emf::install(&namespace, &deployment, function) {
+        tracing::warn!(error = %err, "metrics off");
     }
 }

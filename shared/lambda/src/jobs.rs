@@ -58,7 +58,11 @@ pub async fn run(stores: Stores, settings: Settings) -> Result<(), lambda_runtim
     lambda_runtime::run(service_fn(move |event| {
         let stores = stores.clone();
         let settings = settings.clone();
-        async move { handle(&stores, &settings, event).await }
+        async move {
+            let result = handle(&stores, &settings, event).await;
+            wisp_telemetry::emf::flush();
+            result
+        }
     }))
     .await
 }

@@ -312,11 +312,7 @@ impl RedisCache {
             }
             Err(_) => {
                 self.note_failure();
-                wisp_telemetry::metrics::counter!(
-                    wisp_telemetry::CACHE_TIMEOUTS,
-                    "backend" => "redis"
-                )
-                .increment(1);
+                wisp_telemetry::record_cache_timeout("redis");
                 Err(StoreError::Unavailable(format!(
                     "Redis {}: no answer within {:?}",
                     self.target, self.timeout

@@ -6,8 +6,22 @@
 //! Labels are bounded: services, methods and codes come from fixed lists (an unknown
 //! method is recorded as `unknown`), credentials and outcomes from enums. No id is ever a
 //! label.
+//!
+//! Two label profiles. Prometheus (`wisp serve`) gets every label: a series costs nothing.
+//! CloudWatch (the Lambda functions, [`emf`]) bills each combination of dimensions as a
+//! custom metric, so there the labels are fewer: `code_class` instead of method and code,
+//! the store and whether it failed instead of kind, operation and outcome, no store or job
+//! latency (the functions' own `Duration` metric covers it). docs/METRICS.md lists both.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// Whether the process records the CloudWatch profile (set by [`emf::install`]).
+static LEAN: AtomicBool = AtomicBool::new(false);
+
+fn lean() -> bool {
+    LEAN.load(Ordering::Relaxed)
+}
 
 pub use metrics;
 
@@ -37,6 +51,38 @@ pub const STORE_DURATION: &str = "wisp_store_operation_duration_seconds";
 pub const CACHE_READS: &str = "wisp_cache_reads_total";
 /// Cache calls that got no answer in time, by `backend`.
 pub const CACHE_TIMEOUTS: &str = "wisp_cache_timeouts_total";
+/// Lambda functions that failed to start (the config, a secret or a store), by function.
+pub const INIT_FAILURES: &str = "wisp_init_failures_total";
+
+/// Scheduled job runs, by `job` and `outcome` (`finished`; `partial`: the run's time was
+/// up and the next run continues; `failed`).
+pub const JOB_RUNS: &str = "wisp_job_runs_total";
+/// Time a job run took, by `job` (seconds).
+pub const JOB_DURATION: &str = "wisp_job_duration_seconds";
+/// Items job runs looked at, changed, or failed to change, by `job` and `result`
+/// (`examined`, `changed`, `failed`).
+pub const JOB_ITEMS: &str = "wisp_job_items_total";
+/// When a run of `job` last ended without error (Unix seconds).
+pub const JOB_LAST_SUCCESS: &str = "wisp_job_last_success_timestamp_seconds";
+
+/// Every metric name above.
+pub const ALL: &[&str] = &[
+    GRPC_REQUESTS,
+    GRPC_DURATION,
+    GRPC_IN_FLIGHT,
+    GRPC_SHED,
+    AUTH_VERIFICATIONS,
+    AUTH_SLOW_HASHES,
+    STORE_OPERATIONS,
+    STORE_DURATION,
+    CACHE_READS,
+    CACHE_TIMEOUTS,
+    INIT_FAILURES,
+    JOB_RUNS,
+    JOB_DURATION,
+    JOB_ITEMS,
+    JOB_LAST_SUCCESS,
+];
 
 /// Latency buckets (seconds) for every `_duration_seconds` histogram: from a cached
 /// lookup (sub-millisecond) to a client's deadline.
@@ -77,7 +123,30 @@ pub fn describe() {
     );
     describe_histogram!(STORE_DURATION, Unit::Seconds, "Time a store operation took");
     describe_counter!(CACHE_READS, "Cache reads, by backend and result");
+    describe_counter!(JOB_RUNS, "Scheduled job runs, by job and outcome");
+    describe_histogram!(JOB_DURATION, Unit::Seconds, "Time a job run took");
+    describe_counter!(
+        JOB_ITEMS,
+        "Items job runs examined, changed or failed to change"
+    );
+    describe_gauge!(
+        JOB_LAST_SUCCESS,
+        Unit::Seconds,
+        "When a run of the job last ended without error (Unix time)"
+    );
     describe_counter!(CACHE_TIMEOUTS, "Cache calls that got no answer in time");
+    describe_counter!(INIT_FAILURES, "Function starts that failed");
+}
+
+/// The class of a gRPC code for dashboards and alarms: `ok`; `client_error` (the caller's
+/// doing: bad input, credentials, not found); `server_error` (ours or a store's:
+/// INTERNAL, UNAVAILABLE, UNKNOWN, DATA_LOSS, DEADLINE_EXCEEDED).
+pub fn grpc_code_class(code: i32) -> &'static str {
+    match code {
+        0 => "ok",
+        2 | 4 | 13 | 14 | 15 => "server_error",
+        _ => "client_error",
+    }
 }
 
 /// The name of a gRPC status code as the gRPC spec spells it (`OK`, `UNAVAILABLE`);
@@ -111,10 +180,40 @@ pub fn grpc_code_name(code: i32) -> &'static str {
 
 /// Records one answered gRPC call.
 pub fn record_grpc_call(service: &'static str, method: &'static str, code: i32, took: Duration) {
+    if lean() {
+        metrics::counter!(GRPC_REQUESTS, "code_class" => grpc_code_class(code)).increment(1);
+        metrics::histogram!(GRPC_DURATION).record(took.as_secs_f64());
+        return;
+    }
     metrics::counter!(GRPC_REQUESTS, "service" => service, "method" => method, "code" => grpc_code_name(code))
         .increment(1);
     metrics::histogram!(GRPC_DURATION, "service" => service, "method" => method)
         .record(took.as_secs_f64());
+}
+
+/// Records one credential check: `credential` is `piped` or `api_key`; `outcome` is
+/// `cached`, `verified`, `rejected` or `unavailable`.
+pub fn record_verification(credential: &'static str, outcome: &'static str) {
+    if lean() {
+        metrics::counter!(AUTH_VERIFICATIONS, "outcome" => outcome).increment(1);
+        return;
+    }
+    metrics::counter!(AUTH_VERIFICATIONS, "credential" => credential, "outcome" => outcome)
+        .increment(1);
+}
+
+/// Records `n` slow (bcrypt) hash comparisons.
+pub fn record_slow_hashes(credential: &'static str, n: u64) {
+    if lean() {
+        metrics::counter!(AUTH_SLOW_HASHES).increment(n);
+        return;
+    }
+    metrics::counter!(AUTH_SLOW_HASHES, "credential" => credential).increment(n);
+}
+
+/// Records a cache call that got no answer in time.
+pub fn record_cache_timeout(backend: &'static str) {
+    metrics::counter!(CACHE_TIMEOUTS, "backend" => backend).increment(1);
 }
 
 /// Records one store operation.
@@ -126,6 +225,16 @@ pub fn record_store_operation(
     outcome: &'static str,
     took: Duration,
 ) {
+    if lean() {
+        // The store's failures only; a record not found or a lost race is the caller's
+        // business, not the store's health.
+        let outcome = match outcome {
+            "unavailable" | "internal" => "error",
+            _ => "ok",
+        };
+        metrics::counter!(STORE_OPERATIONS, "store" => store, "outcome" => outcome).increment(1);
+        return;
+    }
     metrics::counter!(
         STORE_OPERATIONS,
         "store" => store,
@@ -141,7 +250,95 @@ pub fn record_store_operation(
 
 /// Records one cache read: `result` is `hit`, `miss` or `error`.
 pub fn record_cache_read(backend: &'static str, result: &'static str) {
+    if lean() {
+        metrics::counter!(CACHE_READS, "result" => result).increment(1);
+        return;
+    }
     metrics::counter!(CACHE_READS, "backend" => backend, "result" => result).increment(1);
+}
+
+/// What one job run did, for [`record_job_run`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobRun {
+    /// `None`: the run failed.
+    pub finished: Option<bool>,
+    pub examined: u64,
+    pub changed: u64,
+    pub failed: u64,
+    pub took: Duration,
+}
+
+/// Records one run of `job`.
+pub fn record_job_run(job: &'static str, run: JobRun) {
+    let outcome = match run.finished {
+        Some(true) => "finished",
+        Some(false) => "partial",
+        None => "failed",
+    };
+    metrics::counter!(JOB_RUNS, "job" => job, "outcome" => outcome).increment(1);
+    if lean() {
+        // The jobs function's own Duration covers the time; items that failed are what an
+        // alarm needs.
+        metrics::counter!(JOB_ITEMS, "job" => job, "result" => "failed").increment(run.failed);
+        return;
+    }
+    metrics::histogram!(JOB_DURATION, "job" => job).record(run.took.as_secs_f64());
+    for (result, n) in [
+        ("examined", run.examined),
+        ("changed", run.changed),
+        ("failed", run.failed),
+    ] {
+        metrics::counter!(JOB_ITEMS, "job" => job, "result" => result).increment(n);
+    }
+    if run.finished.is_some() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        metrics::gauge!(JOB_LAST_SUCCESS, "job" => job).set(now);
+    }
+}
+
+/// CloudWatch Embedded Metric Format: what the Lambda functions write on stdout, one JSON
+/// document per set of dimensions, read by CloudWatch Logs into metrics with no API call.
+#[cfg(feature = "emf")]
+pub mod emf {
+    use std::sync::OnceLock;
+
+    use metrics_cloudwatch_embedded::{Builder, Collector};
+
+    static COLLECTOR: OnceLock<&'static Collector> = OnceLock::new();
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot install the metrics recorder: {0}")]
+    pub struct InstallError(String);
+
+    /// Installs the process's recorder, in the CloudWatch profile: metrics go to
+    /// `namespace` with the dimensions `Deployment` and `Function`, and the labels each
+    /// metric keeps there. Once per process.
+    pub fn install(namespace: &str, deployment: &str, function: &str) -> Result<(), InstallError> {
+        super::LEAN.store(true, std::sync::atomic::Ordering::Relaxed);
+        let collector = Builder::new()
+            .cloudwatch_namespace(namespace.to_owned())
+            .with_dimension("Deployment", deployment.to_owned())
+            .with_dimension("Function", function.to_owned())
+            .init()
+            .map_err(|e| InstallError(e.to_string()))?;
+        super::describe();
+        let _ = COLLECTOR.set(collector);
+        Ok(())
+    }
+
+    /// Writes what was recorded since the last flush to stdout (nothing when no recorder
+    /// is installed). The functions call it at the end of each invocation: Lambda freezes
+    /// the process between invocations.
+    pub fn flush() {
+        if let Some(collector) = COLLECTOR.get() {
+            // Holding stdout's lock keeps log lines from interleaving with a document.
+            if let Err(err) = collector.flush(std::io::stdout().lock()) {
+                tracing::warn!(error = %err, "cannot write metrics");
+            }
+        }
+    }
 }
 
 /// The Prometheus exporter of `wisp serve`.
@@ -177,6 +374,27 @@ pub mod prometheus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn docs_name_every_metric() {
+        let docs = include_str!("../../../docs/METRICS.md");
+        for name in ALL {
+            assert!(
+                docs.contains(&format!("`{name}`")),
+                "docs/METRICS.md lacks {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn code_classes() {
+        assert_eq!(grpc_code_class(0), "ok");
+        assert_eq!(grpc_code_class(16), "client_error");
+        assert_eq!(grpc_code_class(5), "client_error");
+        for code in [2, 4, 13, 14, 15] {
+            assert_eq!(grpc_code_class(code), "server_error");
+        }
+    }
 
     #[test]
     fn code_names_follow_the_grpc_spec() {

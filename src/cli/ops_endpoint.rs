@@ -13,6 +13,8 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use wisp_jobs::fleet::FleetMetrics;
+use wisp_store::stores::Stores;
 use wisp_telemetry::prometheus::PrometheusHandle;
 
 /// Connections the admin listener serves at once: scrapers and people, not fleets.
@@ -28,8 +30,24 @@ pub fn version_json() -> serde_json::Value {
     })
 }
 
+/// What `/metrics` renders: the recorder's handle, and the stores the fleet's gauges are
+/// measured from (at most once a minute, when scraped).
+pub struct MetricsSource {
+    pub handle: PrometheusHandle,
+    pub stores: Stores,
+    pub config_projects: Vec<String>,
+    pub fleet: FleetMetrics,
+}
+
+impl MetricsSource {
+    async fn render(&self) -> String {
+        self.fleet.record(&self.stores, &self.config_projects).await;
+        self.handle.render()
+    }
+}
+
 /// Serves the admin endpoints on `listener` until the process ends.
-pub async fn serve(listener: TcpListener, metrics: PrometheusHandle) {
+pub async fn serve(listener: TcpListener, metrics: MetricsSource) {
     let metrics = Arc::new(metrics);
     let places = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -50,7 +68,7 @@ pub async fn serve(listener: TcpListener, metrics: PrometheusHandle) {
         let metrics = metrics.clone();
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
             let metrics = metrics.clone();
-            async move { Ok::<_, Infallible>(answer(&req, &metrics)) }
+            async move { Ok::<_, Infallible>(answer(&req, &metrics).await) }
         });
         let conn = http.serve_connection(TokioIo::new(stream), service);
         tokio::spawn(async move {
@@ -62,13 +80,13 @@ pub async fn serve(listener: TcpListener, metrics: PrometheusHandle) {
     }
 }
 
-fn answer<B>(req: &Request<B>, metrics: &PrometheusHandle) -> Response<Full<Bytes>> {
+async fn answer<B>(req: &Request<B>, metrics: &MetricsSource) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }
     match req.uri().path() {
         "/metrics" => {
-            let mut response = Response::new(Full::new(Bytes::from(metrics.render())));
+            let mut response = Response::new(Full::new(Bytes::from(metrics.render().await)));
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
                 http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

@@ -163,7 +163,13 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         let admin_local = admin.local_addr().context("admin listener address")?;
         println!("wisp admin listening on {admin_local}");
         tracing::info!(addr = %admin_local, "metrics on /metrics, version on /version");
-        tokio::spawn(super::ops_endpoint::serve(admin, metrics));
+        let source = super::ops_endpoint::MetricsSource {
+            handle: metrics,
+            stores: app.stores.clone(),
+            config_projects: app.job_settings().config_projects,
+            fleet: Default::default(),
+        };
+        tokio::spawn(super::ops_endpoint::serve(admin, source));
     }
     // Tests and scripts wait for this line to know the port (useful with --addr :0).
     println!("wisp listening on {local}");

@@ -209,6 +209,11 @@ async fn metrics_as_embedded_metric_format_lines() {
     );
 
     let jobs = emf_documents(&front.log_text("wisp-jobs"));
+    // The jobs function measures the fleet: the one piped that reported is connected.
+    assert_eq!(
+        emf_sum(&jobs, "wisp_pipeds_connected", &[("Function", "jobs")]),
+        1.0
+    );
     assert_eq!(
         emf_sum(
             &jobs,

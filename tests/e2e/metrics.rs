@@ -65,6 +65,14 @@ async fn a_known_workload_shows_on_metrics() {
     let wisp = Wisp::start();
     let piped = wisp.add_piped(QUICKSTART, "scraped");
     let mut client = wisp.piped_client(Via::Grpc, &piped).await;
+    client
+        .report_piped_meta(ps::ReportPipedMetaRequest {
+            version: "v0.50.0".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("ReportPipedMeta");
+    let idle = wisp.add_piped(QUICKSTART, "never-reports");
     for _ in 0..3 {
         client
             .report_stat(ps::ReportStatRequest {
@@ -101,6 +109,15 @@ async fn a_known_workload_shows_on_metrics() {
         )
     };
     assert_eq!(calls("ReportStat", "OK"), 3.0);
+    assert_eq!(calls("ReportPipedMeta", "OK"), 1.0);
+
+    // The fleet: the reporting piped is connected, the other one only registered.
+    let fleet =
+        |name: &str, version: &str| m.value(name, &[("project", QUICKSTART), ("version", version)]);
+    assert_eq!(fleet("wisp_pipeds_registered", "v0.50.0"), 1.0);
+    assert_eq!(fleet("wisp_pipeds_connected", "v0.50.0"), 1.0);
+    assert_eq!(fleet("wisp_pipeds_registered", ""), 1.0);
+    assert_eq!(fleet("wisp_pipeds_connected", ""), 0.0);
     assert_eq!(calls("ReportStat", "UNAUTHENTICATED"), 2.0);
     assert_eq!(calls("ListApplications", "OK"), 1.0);
     // Every answered call is in the latency histogram of its method.
@@ -112,7 +129,7 @@ async fn a_known_workload_shows_on_metrics() {
         5.0
     );
 
-    // The piped's first call was checked against the store, its next three came from the
+    // The piped's first call was checked against the store, its next four came from the
     // cache; the stranger's two were rejected (the second from the rejected cache).
     let auth = |outcome: &str| {
         m.value(
@@ -121,7 +138,7 @@ async fn a_known_workload_shows_on_metrics() {
         )
     };
     assert_eq!(auth("verified"), 1.0);
-    assert_eq!(auth("cached"), 3.0);
+    assert_eq!(auth("cached"), 4.0);
     assert_eq!(auth("rejected"), 2.0);
     // Keys Wisp generates are checked without bcrypt.
     assert_eq!(
@@ -167,12 +184,14 @@ async fn a_known_workload_shows_on_metrics() {
         "wisp_auth_verifications_total",
         "wisp_store_operations_total",
         "wisp_cache_reads_total",
+        "wisp_pipeds_connected",
+        "wisp_deployments_open",
     ] {
         for labels in m.label_sets(name) {
             for value in labels.values() {
                 assert!(
-                    !value.contains(&piped.id),
-                    "{name} carries the piped id: {labels:?}"
+                    !value.contains(&piped.id) && !value.contains(&idle.id),
+                    "{name} carries a piped id: {labels:?}"
                 );
             }
         }

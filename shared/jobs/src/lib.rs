@@ -16,6 +16,7 @@
 
 mod deadline;
 pub mod deployment_chains;
+pub mod fleet;
 pub mod insights;
 mod marker;
 pub mod orphan_commands;

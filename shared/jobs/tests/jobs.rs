@@ -811,3 +811,90 @@ async fn insights_collect_completed_deployments_once() {
     assert_eq!(meta["chunk_metadata"][0]["completed"], true);
     assert_eq!(meta["chunk_metadata"][1]["count"], 1);
 }
+
+// ---------------------------------------------------------------------------------------
+// the fleet, for the metrics
+// ---------------------------------------------------------------------------------------
+
+async fn piped(stores: &Stores, project: &str, id: &str, version: &str, disabled: bool) {
+    stores
+        .pipeds
+        .create(model::Piped {
+            id: id.into(),
+            name: id.into(),
+            project_id: project.into(),
+            version: version.into(),
+            disabled,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_fleet_counts_connected_pipeds_and_open_deployments() {
+    let env = env();
+    let stores = &env.stores;
+    let now = now_unix();
+    stores
+        .projects
+        .create(model::Project {
+            id: PROJECT.into(),
+            static_admin: Some(model::ProjectStaticUser {
+                username: "admin".into(),
+                password_hash: "not-a-real-hash".into(),
+            }),
+            created_at: now,
+            updated_at: now,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    piped(stores, PROJECT, PIPED, "v0.50.0", false).await;
+    piped(stores, PROJECT, "piped-2", "v0.50.0", false).await;
+    piped(stores, PROJECT, "piped-old", "v0.49.0", false).await;
+    piped(stores, PROJECT, "piped-off", "v0.50.0", true).await;
+    piped(stores, "other", "piped-o", "v0.50.0", false).await;
+    // Reported just now, 10 minutes ago, never.
+    stores
+        .piped_stats
+        .put(PROJECT, PIPED, b"# m".to_vec(), now)
+        .await
+        .unwrap();
+    stores
+        .piped_stats
+        .put(PROJECT, "piped-old", b"# m".to_vec(), now - 600)
+        .await
+        .unwrap();
+    for (id, status) in [
+        ("d1", DeploymentStatus::DeploymentRunning),
+        ("d2", DeploymentStatus::DeploymentRunning),
+        ("d3", DeploymentStatus::DeploymentPlanned),
+        ("d4", DeploymentStatus::DeploymentSuccess),
+    ] {
+        stores
+            .deployments
+            .create(deployment(id, "app", "", 0, status))
+            .await
+            .unwrap();
+    }
+
+    // "other" is a project only the configuration names.
+    let fleet = wisp_jobs::fleet::measure(stores, &["other".to_string()])
+        .await
+        .unwrap();
+    let counts = |project: &str, version: &str| {
+        fleet
+            .pipeds
+            .get(&(project.to_string(), version.to_string()))
+            .map(|c| (c.registered, c.connected))
+    };
+    assert_eq!(counts(PROJECT, "v0.50.0"), Some((2, 1)));
+    assert_eq!(counts(PROJECT, "v0.49.0"), Some((1, 0)));
+    assert_eq!(counts("other", "v0.50.0"), Some((1, 0)));
+    assert_eq!(fleet.pipeds.len(), 3, "{fleet:?}");
+    let open = |status: &'static str| fleet.open_deployments.get(&(PROJECT.to_string(), status));
+    assert_eq!(open("DEPLOYMENT_RUNNING"), Some(&2));
+    assert_eq!(open("DEPLOYMENT_PLANNED"), Some(&1));
+    assert_eq!(open("DEPLOYMENT_SUCCESS"), None);
+}

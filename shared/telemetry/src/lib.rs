@@ -51,6 +51,13 @@ pub const STORE_DURATION: &str = "wisp_store_operation_duration_seconds";
 pub const CACHE_READS: &str = "wisp_cache_reads_total";
 /// Cache calls that got no answer in time, by `backend`.
 pub const CACHE_TIMEOUTS: &str = "wisp_cache_timeouts_total";
+/// Pipeds registered (not disabled), by `project` and `version`.
+pub const PIPEDS_REGISTERED: &str = "wisp_pipeds_registered";
+/// Pipeds connected (a stat within the last 2 minutes), by `project` and `version`; on
+/// CloudWatch the fleet's total.
+pub const PIPEDS_CONNECTED: &str = "wisp_pipeds_connected";
+/// Deployments not yet completed, by `project` and `status`.
+pub const DEPLOYMENTS_OPEN: &str = "wisp_deployments_open";
 /// Lambda functions that failed to start (the config, a secret or a store), by function.
 pub const INIT_FAILURES: &str = "wisp_init_failures_total";
 
@@ -78,6 +85,9 @@ pub const ALL: &[&str] = &[
     CACHE_READS,
     CACHE_TIMEOUTS,
     INIT_FAILURES,
+    PIPEDS_REGISTERED,
+    PIPEDS_CONNECTED,
+    DEPLOYMENTS_OPEN,
     JOB_RUNS,
     JOB_DURATION,
     JOB_ITEMS,
@@ -136,6 +146,12 @@ pub fn describe() {
     );
     describe_counter!(CACHE_TIMEOUTS, "Cache calls that got no answer in time");
     describe_counter!(INIT_FAILURES, "Function starts that failed");
+    describe_gauge!(PIPEDS_REGISTERED, "Pipeds registered and not disabled");
+    describe_gauge!(
+        PIPEDS_CONNECTED,
+        "Pipeds that reported within the last 2 minutes"
+    );
+    describe_gauge!(DEPLOYMENTS_OPEN, "Deployments not yet completed, by status");
 }
 
 /// The class of a gRPC code for dashboards and alarms: `ok`; `client_error` (the caller's
@@ -255,6 +271,40 @@ pub fn record_cache_read(backend: &'static str, result: &'static str) {
         return;
     }
     metrics::counter!(CACHE_READS, "backend" => backend, "result" => result).increment(1);
+}
+
+/// Records the pipeds of one project and version (Prometheus only: CloudWatch gets the
+/// total, [`record_pipeds_connected_total`]). Project ids are bounded by configuration.
+pub fn record_pipeds(project: &str, version: &str, registered: u64, connected: u64) {
+    if lean() {
+        return;
+    }
+    let labels = [
+        ("project", project.to_owned()),
+        ("version", version.to_owned()),
+    ];
+    metrics::gauge!(PIPEDS_REGISTERED, &labels).set(registered as f64);
+    metrics::gauge!(PIPEDS_CONNECTED, &labels).set(connected as f64);
+}
+
+/// Records the fleet's connected pipeds in all (CloudWatch only).
+pub fn record_pipeds_connected_total(connected: u64) {
+    if lean() {
+        metrics::gauge!(PIPEDS_CONNECTED).set(connected as f64);
+    }
+}
+
+/// Records the deployments of one project in one status that are not completed
+/// (Prometheus only).
+pub fn record_open_deployments(project: &str, status: &'static str, n: u64) {
+    if lean() {
+        return;
+    }
+    let labels = [
+        ("project", project.to_owned()),
+        ("status", status.to_owned()),
+    ];
+    metrics::gauge!(DEPLOYMENTS_OPEN, &labels).set(n as f64);
 }
 
 /// What one job run did, for [`record_job_run`].

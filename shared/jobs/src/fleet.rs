@@ -1,0 +1,157 @@
+//! The fleet at a glance, for the metrics: pipeds registered and connected per project and
+//! version, and deployments not yet completed per project and status. A piped counts as
+//! connected by the console's rule (a stat within the last 2 minutes).
+//!
+//! It reads every project's pipeds and their open deployments (index reads, one stat per
+//! piped, from the cache first), so callers measure at most once a minute
+//! ([`MEASURE_EVERY`]), never per request.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use wisp_proto::model::DeploymentStatus;
+use wisp_store::StoreError;
+use wisp_store::collection::now_unix;
+use wisp_store::entities::{pk, slot};
+use wisp_store::pipedstat::PipedStatStore;
+use wisp_store::stores::Stores;
+
+/// How often the fleet is measured at most.
+pub const MEASURE_EVERY: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PipedCounts {
+    pub registered: u64,
+    pub connected: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fleet {
+    /// (project, version as the piped reported it; empty before its first report).
+    pub pipeds: BTreeMap<(String, String), PipedCounts>,
+    /// (project, status name as upstream spells it) → deployments not completed.
+    pub open_deployments: BTreeMap<(String, &'static str), u64>,
+}
+
+/// Measures the fleet of the datastore's projects and `config_projects`. Disabled pipeds
+/// are left out.
+pub async fn measure(stores: &Stores, config_projects: &[String]) -> Result<Fleet, StoreError> {
+    let mut projects: Vec<String> = stores
+        .projects
+        .list_all(slot::PROJECT_ALL, pk::PROJECT_ALL, None)
+        .await?
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    projects.extend(config_projects.iter().cloned());
+    projects.sort();
+    projects.dedup();
+
+    let now = now_unix();
+    let mut fleet = Fleet::default();
+    for project in projects {
+        let enabled = |p: &wisp_proto::model::Piped| !p.disabled;
+        let pipeds = stores
+            .pipeds
+            .list_all(slot::PIPED_BY_PROJECT, project.clone(), Some(&enabled))
+            .await?;
+        for piped in pipeds {
+            // An unreadable stat counts as not connected; the measurement goes on.
+            let connected = matches!(
+                stores.piped_stats.get(&piped.id).await,
+                Ok(Some(stat)) if PipedStatStore::is_online(&stat, now)
+            );
+            let counts = fleet
+                .pipeds
+                .entry((project.clone(), piped.version.clone()))
+                .or_default();
+            counts.registered += 1;
+            counts.connected += u64::from(connected);
+            let open = stores
+                .deployments
+                .list_all(
+                    slot::DEPLOYMENT_OPEN_BY_PIPED,
+                    pk::project_piped(&project, &piped.id),
+                    None,
+                )
+                .await?;
+            for deployment in open {
+                let status = DeploymentStatus::try_from(deployment.status)
+                    .map_or("UNKNOWN", |s| s.as_str_name());
+                *fleet
+                    .open_deployments
+                    .entry((project.clone(), status))
+                    .or_default() += 1;
+            }
+        }
+    }
+    Ok(fleet)
+}
+
+/// The fleet's gauges in the metrics (`wisp_pipeds_registered`, `wisp_pipeds_connected`,
+/// `wisp_deployments_open`), measured at most once per [`MEASURE_EVERY`]. Label sets
+/// that were measured before and are gone now (a piped upgraded, a deployment completed)
+/// are set to zero.
+#[derive(Debug, Default)]
+pub struct FleetMetrics {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    last: Option<Instant>,
+    pipeds: BTreeSet<(String, String)>,
+    open_deployments: BTreeSet<(String, &'static str)>,
+}
+
+impl FleetMetrics {
+    /// Whether it is time to measure again; if so, the time is taken.
+    fn due(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match state.last {
+            Some(at) if at.elapsed() < MEASURE_EVERY => false,
+            _ => {
+                state.last = Some(Instant::now());
+                true
+            }
+        }
+    }
+
+    /// Measures the fleet and records it, unless it was measured within the last
+    /// [`MEASURE_EVERY`].
+    pub async fn record(&self, stores: &Stores, config_projects: &[String]) {
+        if !self.due() {
+            return;
+        }
+        let fleet = match measure(stores, config_projects).await {
+            Ok(fleet) => fleet,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot measure the fleet for the metrics");
+                return;
+            }
+        };
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for gone in state
+            .pipeds
+            .difference(&fleet.pipeds.keys().cloned().collect())
+        {
+            wisp_telemetry::record_pipeds(&gone.0, &gone.1, 0, 0);
+        }
+        for ((project, version), counts) in &fleet.pipeds {
+            wisp_telemetry::record_pipeds(project, version, counts.registered, counts.connected);
+        }
+        let open: BTreeSet<_> = fleet.open_deployments.keys().cloned().collect();
+        for (project, status) in state.open_deployments.difference(&open) {
+            wisp_telemetry::record_open_deployments(project, status, 0);
+        }
+        for ((project, status), n) in &fleet.open_deployments {
+            wisp_telemetry::record_open_deployments(project, status, *n);
+        }
+        wisp_telemetry::record_pipeds_connected_total(
+            fleet.pipeds.values().map(|c| c.connected).sum(),
+        );
+        state.pipeds = fleet.pipeds.into_keys().collect();
+        state.open_deployments = open;
+    }
+}

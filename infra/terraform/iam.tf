@@ -137,3 +137,12 @@ resource "aws_iam_role_policy_attachment" "vpc_access" {
   role       = aws_iam_role.function[each.key].name
   policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"
 }
+
+# Active tracing (enable_xray) sends segments with the role's permissions. AWS's managed
+# policy holds only the calls a tracer makes (segments, telemetry, sampling rules), none
+# of which take a resource ARN.
+resource "aws_iam_role_policy_attachment" "xray" {
+  for_each   = var.enable_xray ? local.functions : {}
+  role       = aws_iam_role.function[each.key].name
+  policy_arn = "arn:${local.partition}:iam::aws:policy/AWSXRayDaemonWriteAccess"
+}

@@ -13,7 +13,6 @@ resource "aws_cloudwatch_log_group" "function" {
 resource "aws_lambda_function" "this" {
   #checkov:skip=CKV_AWS_116:ALB invocations are synchronous (no DLQ applies); the jobs are idempotent and the next scheduled run redoes a failed one.
   #checkov:skip=CKV_AWS_272:Code signing needs a signing profile the operator owns; the artifacts come from the operator's own build.
-  #checkov:skip=CKV_AWS_50:X-Ray tracing is not instrumented in the functions; the JSON logs carry the init and request timings.
   for_each = local.functions
 
   function_name = "${var.name}-${each.key}"
@@ -36,6 +35,11 @@ resource "aws_lambda_function" "this" {
       {
         WISP_CONFIG_SECRET = aws_secretsmanager_secret.config.arn
         WISP_LOG           = var.log_level
+        # The functions' metrics (Embedded Metric Format) land in this namespace with the
+        # dimensions Deployment and Function, which alarms.tf and dashboard.tf read.
+        WISP_METRICS_NAMESPACE = local.metrics_namespace
+        WISP_DEPLOYMENT        = var.name
+        WISP_METRICS_DETAIL    = var.metrics_detail
       },
       contains(local.needs_encryption_key, each.key) ? {
         WISP_ENCRYPTION_KEY_SECRET = aws_secretsmanager_secret.encryption_key.arn
@@ -54,6 +58,12 @@ resource "aws_lambda_function" "this" {
     }
   }
 
+  # PassThrough is Lambda's default (no traces of its own); Active records the sampled
+  # invocations, init included.
+  tracing_config {
+    mode = var.enable_xray ? "Active" : "PassThrough"
+  }
+
   logging_config {
     log_format = "Text" # the functions already write JSON lines
     log_group  = aws_cloudwatch_log_group.function[each.key].name
@@ -64,5 +74,6 @@ resource "aws_lambda_function" "this" {
   depends_on = [
     aws_iam_role_policy.function,
     aws_iam_role_policy_attachment.vpc_access,
+    aws_iam_role_policy_attachment.xray,
   ]
 }

@@ -57,5 +57,8 @@ locals {
 
   jobs = { for job, schedule in var.job_schedules : job => schedule if schedule != null }
 
+  # CloudWatch namespace of the functions' own metrics (WISP_METRICS_NAMESPACE).
+  metrics_namespace = "Wisp"
+
   tags = merge({ "app" = "wisp" }, var.tags)
 }

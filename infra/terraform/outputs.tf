@@ -68,6 +68,16 @@ output "log_group_names" {
   value       = { for k, g in aws_cloudwatch_log_group.function : k => g.name }
 }
 
+output "alarm_names" {
+  description = "Names of the CloudWatch alarms (empty without create_alarms)."
+  value       = [for a in local.alarms : a.alarm_name]
+}
+
+output "dashboard_name" {
+  description = "Name of the CloudWatch dashboard, or null without create_dashboard."
+  value       = var.create_dashboard ? aws_cloudwatch_dashboard.this[0].dashboard_name : null
+}
+
 output "redis_address" {
   description = "host:port of the Redis primary endpoint (cache.config.address), or null without enable_redis."
   value       = var.enable_redis ? "${aws_elasticache_replication_group.redis[0].primary_endpoint_address}:6379" : null

@@ -170,6 +170,22 @@ variable "kms_key_arn" {
   default     = null
 }
 
+variable "metrics_detail" {
+  description = "The functions' own CloudWatch metrics (docs/METRICS.md): basic (what the alarms and the dashboard read, about 10 custom metrics) or detailed (every metric with few labels, about 75). Custom metrics are billed per metric-month (docs/COSTS.md)."
+  type        = string
+  default     = "basic"
+  validation {
+    condition     = contains(["basic", "detailed"], var.metrics_detail)
+    error_message = "metrics_detail is basic or detailed."
+  }
+}
+
+variable "enable_xray" {
+  description = "Active X-Ray tracing on every function (Lambda records a segment per sampled invocation, with its init and duration) and the roles' permission to send traces. Traces are billed per trace recorded (docs/COSTS.md)."
+  type        = bool
+  default     = false
+}
+
 # ---------------------------------------------------------------------------
 # Scheduled jobs
 
@@ -314,4 +330,55 @@ variable "redis_auth_token" {
     condition     = var.redis_auth_token == null || can(regex("^[^@\"/ ]{16,128}$", var.redis_auth_token))
     error_message = "redis_auth_token: 16 to 128 printable characters without @, \" or /."
   }
+}
+
+# ---------------------------------------------------------------------------
+# Alarms and dashboard (alarms.tf, dashboard.tf; docs/DEPLOY.md "Alarms and dashboard")
+
+variable "create_alarms" {
+  description = "Create the CloudWatch alarms (ALB 5xx, function errors and throttles, job failures and staleness, DynamoDB throttles and system errors, gRPC server errors)."
+  type        = bool
+  default     = true
+}
+
+variable "alarm_sns_topic_arn" {
+  description = "SNS topic the alarms notify when they go into ALARM and back to OK; null creates the alarms with no actions (they still show in the console)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.alarm_sns_topic_arn == null || can(regex("^arn:aws[a-z-]*:sns:", var.alarm_sns_topic_arn))
+    error_message = "alarm_sns_topic_arn: an SNS topic ARN (arn:aws:sns:...)."
+  }
+}
+
+variable "alarm_thresholds" {
+  description = "Alarm thresholds; each alarm goes off at or above its value within 5 minutes (jobs_stale_minutes: the window without any jobs invocation). Give only the ones to change."
+  type = object({
+    alb_5xx                = optional(number, 10) # HTTPCode_ELB_5XX_Count
+    alb_target_5xx         = optional(number, 10) # HTTPCode_Target_5XX_Count
+    alb_502                = optional(number, 3)  # HTTPCode_ELB_502_Count (failed inits)
+    function_errors        = optional(number, 5)  # Lambda Errors, per API function
+    function_throttles     = optional(number, 1)  # Lambda Throttles, per function
+    job_failures           = optional(number, 1)  # Lambda Errors of the jobs function
+    jobs_stale_minutes     = optional(number, 15) # minutes without a jobs invocation
+    dynamodb_throttles     = optional(number, 10) # Read/WriteThrottleEvents, each
+    dynamodb_system_errors = optional(number, 5)  # SystemErrors, summed over operations
+    grpc_server_errors     = optional(number, 5)  # wisp_grpc_requests_total server_error, per function
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    # jobs_stale_minutes counts one-minute periods: at least 2, so that one late schedule
+    # is no alarm, and at most a day.
+    condition     = alltrue([for k, v in var.alarm_thresholds : v > 0]) && var.alarm_thresholds.jobs_stale_minutes == floor(var.alarm_thresholds.jobs_stale_minutes) && var.alarm_thresholds.jobs_stale_minutes >= 2 && var.alarm_thresholds.jobs_stale_minutes <= 1440
+    error_message = "alarm_thresholds: every value above 0; jobs_stale_minutes a whole number of minutes from 2 to 1440."
+  }
+}
+
+variable "create_dashboard" {
+  description = "Create the CloudWatch dashboard <name> (requests, errors, latency, connected pipeds, jobs, DynamoDB)."
+  type        = bool
+  default     = true
 }

@@ -137,7 +137,8 @@ fn emf_sum(docs: &[serde_json::Value], metric: &str, labels: &[(&str, &str)]) ->
 
 /// The functions write their metrics as CloudWatch Embedded Metric Format lines: namespace
 /// `Wisp`, dimensions `Deployment` and `Function` plus the few labels each metric keeps
-/// there, and counts that match the calls made.
+/// there, and counts that match the calls made. By default only the basic set (the
+/// detailed one is checked in wisp-telemetry's tests).
 #[tokio::test]
 async fn metrics_as_embedded_metric_format_lines() {
     let Some(wisp) = Wisp::start_lambda("metrics_as_embedded_metric_format_lines") else {
@@ -195,18 +196,15 @@ async fn metrics_as_embedded_metric_format_lines() {
     assert_eq!(calls("ok"), 3.0, "{log}");
     assert_eq!(calls("client_error"), 2.0, "{log}");
     assert_eq!(calls("server_error"), 0.0, "{log}");
-    assert_eq!(
-        emf_sum(&docs, "wisp_grpc_request_duration_seconds", &[]),
-        5.0,
-        "{log}"
-    );
-    assert!(
-        emf_sum(
-            &docs,
-            "wisp_auth_verifications_total",
-            &[("outcome", "rejected")]
-        ) >= 1.0
-    );
+    // The basic set (the default): what the alarms and the dashboard read, nothing more.
+    for doc in &docs {
+        for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics")
+        {
+            assert_eq!(metric["Name"], "wisp_grpc_requests_total", "{doc}");
+        }
+    }
 
     let jobs = emf_documents(&front.log_text("wisp-jobs"));
     // The jobs function measures the fleet: the one piped that reported is connected.
@@ -214,12 +212,5 @@ async fn metrics_as_embedded_metric_format_lines() {
         emf_sum(&jobs, "wisp_pipeds_connected", &[("Function", "jobs")]),
         1.0
     );
-    assert_eq!(
-        emf_sum(
-            &jobs,
-            "wisp_job_runs_total",
-            &[("job", "orphan-commands"), ("outcome", "finished")]
-        ),
-        1.0
-    );
+    assert_eq!(emf_sum(&jobs, "wisp_job_runs_total", &[]), 0.0);
 }

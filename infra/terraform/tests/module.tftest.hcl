@@ -43,6 +43,18 @@ override_resource {
   values          = { arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:wisp/encryption-key-AbCdEf" }
 }
 
+# The alarms' and the dashboard's LoadBalancer dimension, so that the dashboard body is
+# known during the plan.
+override_resource {
+  target          = aws_lb.this
+  override_during = plan
+  values = {
+    arn        = "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/app/wisp/0123456789abcdef"
+    arn_suffix = "app/wisp/0123456789abcdef"
+    dns_name   = "wisp-123456789.us-east-1.elb.amazonaws.com"
+  }
+}
+
 override_resource {
   target          = aws_elasticache_replication_group.redis
   override_during = plan
@@ -96,6 +108,126 @@ run "defaults" {
     condition     = length(aws_secretsmanager_secret_version.encryption_key) == 0
     error_message = "the key is the operator's unless generate_encryption_key"
   }
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.environment[0].variables["WISP_DEPLOYMENT"] == "wisp" && f.environment[0].variables["WISP_METRICS_NAMESPACE"] == "Wisp"])
+    error_message = "every function writes its metrics under namespace Wisp, Deployment wisp"
+  }
+
+  # Alarms: an errors and a throttles alarm per function, gRPC server errors per gRPC
+  # function, no actions without a topic.
+  assert {
+    condition     = length(aws_cloudwatch_metric_alarm.function_errors) == length(aws_lambda_function.this) && length(aws_cloudwatch_metric_alarm.function_throttles) == length(aws_lambda_function.this)
+    error_message = "an errors and a throttles alarm for each function"
+  }
+  assert {
+    condition     = alltrue([for k, a in aws_cloudwatch_metric_alarm.function_errors : a.namespace == "AWS/Lambda" && a.metric_name == "Errors" && a.dimensions["FunctionName"] == aws_lambda_function.this[k].function_name])
+    error_message = "each errors alarm watches its own function"
+  }
+  assert {
+    condition     = aws_cloudwatch_metric_alarm.function_errors["jobs"].alarm_name == "wisp-job-failures" && aws_cloudwatch_metric_alarm.function_errors["jobs"].threshold == 1
+    error_message = "the jobs function's errors are the job-failure alarm"
+  }
+  assert {
+    condition     = keys(aws_cloudwatch_metric_alarm.grpc_server_errors) == ["api", "piped-api", "web-api"] && alltrue([for k, a in aws_cloudwatch_metric_alarm.grpc_server_errors : a.namespace == "Wisp" && a.metric_name == "wisp_grpc_requests_total" && a.dimensions == tomap({ Deployment = "wisp", Function = k, code_class = "server_error" }) && a.treat_missing_data == "notBreaching"])
+    error_message = "a gRPC server-errors alarm per gRPC function on Wisp's own metric"
+  }
+  assert {
+    condition     = toset([for a in aws_cloudwatch_metric_alarm.alb : a.metric_name]) == toset(["HTTPCode_ELB_5XX_Count", "HTTPCode_Target_5XX_Count", "HTTPCode_ELB_502_Count"]) && alltrue([for a in aws_cloudwatch_metric_alarm.alb : a.dimensions["LoadBalancer"] == "app/wisp/0123456789abcdef"])
+    error_message = "ALB 5xx, target 5xx and 502 alarms on the load balancer"
+  }
+  assert {
+    condition     = length(aws_cloudwatch_metric_alarm.jobs_stale) == 1 && aws_cloudwatch_metric_alarm.jobs_stale[0].metric_name == "Invocations" && aws_cloudwatch_metric_alarm.jobs_stale[0].treat_missing_data == "breaching" && aws_cloudwatch_metric_alarm.jobs_stale[0].evaluation_periods * aws_cloudwatch_metric_alarm.jobs_stale[0].period == 900
+    error_message = "the jobs staleness alarm: no invocation in 15 minutes, missing data breaching"
+  }
+  assert {
+    condition     = toset([for a in aws_cloudwatch_metric_alarm.dynamodb_throttles : a.metric_name]) == toset(["ReadThrottleEvents", "WriteThrottleEvents"]) && length(aws_cloudwatch_metric_alarm.dynamodb_system_errors[0].metric_query) == 5
+    error_message = "DynamoDB throttles and system errors (a sum over four operations)"
+  }
+  assert {
+    condition     = length(output.alarm_names) == 20 && length(toset(output.alarm_names)) == 20
+    error_message = "20 alarms with distinct names by default"
+  }
+  assert {
+    condition     = alltrue([for a in local.alarms : try(length(a.alarm_actions), 0) == 0 && try(length(a.ok_actions), 0) == 0 && length(a.alarm_description) > 0 && length(a.alarm_description) <= 1024])
+    error_message = "without alarm_sns_topic_arn the alarms have no actions; each has a description"
+  }
+
+  # The dashboard names every metric it draws.
+  assert {
+    condition = length(aws_cloudwatch_dashboard.this) == 1 && alltrue([for m in [
+      "RequestCount", "HTTPCode_ELB_5XX_Count", "HTTPCode_Target_5XX_Count", "HTTPCode_ELB_502_Count", "TargetResponseTime",
+      "Invocations", "Errors", "Duration", "wisp_grpc_requests_total", "wisp_pipeds_connected",
+      "ConsumedReadCapacityUnits", "ConsumedWriteCapacityUnits", "ReadThrottleEvents", "WriteThrottleEvents",
+      "\"p50\"", "\"p99\"", "app/wisp/0123456789abcdef", "wisp-jobs",
+    ] : strcontains(aws_cloudwatch_dashboard.this[0].dashboard_body, m)])
+    error_message = "the dashboard draws requests, errors, latency, pipeds, jobs and DynamoDB"
+  }
+  assert {
+    condition     = length(jsondecode(aws_cloudwatch_dashboard.this[0].dashboard_body).widgets) == 11
+    error_message = "the dashboard body is JSON with its widgets"
+  }
+
+  # X-Ray off: Lambda's default tracing mode and no X-Ray grant.
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.tracing_config[0].mode == "PassThrough"]) && length(aws_iam_role_policy_attachment.xray) == 0
+    error_message = "no active tracing by default"
+  }
+}
+
+run "alarm_topic_and_xray" {
+  command = plan
+
+  variables {
+    alarm_sns_topic_arn = "arn:aws:sns:us-east-1:123456789012:wisp-alarms"
+    enable_xray         = true
+    alarm_thresholds    = { grpc_server_errors = 20, jobs_stale_minutes = 30 }
+  }
+
+  assert {
+    condition     = length(local.alarms) == 20 && alltrue([for a in local.alarms : a.alarm_actions == toset(["arn:aws:sns:us-east-1:123456789012:wisp-alarms"]) && a.ok_actions == toset(["arn:aws:sns:us-east-1:123456789012:wisp-alarms"])])
+    error_message = "every alarm notifies the topic on ALARM and OK"
+  }
+  assert {
+    condition     = alltrue([for a in aws_cloudwatch_metric_alarm.grpc_server_errors : a.threshold == 20]) && aws_cloudwatch_metric_alarm.alb["alb-5xx"].threshold == 10 && aws_cloudwatch_metric_alarm.jobs_stale[0].evaluation_periods == 30
+    error_message = "a threshold given replaces its default; the others keep theirs"
+  }
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.tracing_config[0].mode == "Active"])
+    error_message = "enable_xray turns on active tracing on every function"
+  }
+  assert {
+    condition     = length(aws_iam_role_policy_attachment.xray) == 5 && alltrue([for a in aws_iam_role_policy_attachment.xray : a.policy_arn == "arn:aws:iam::aws:policy/AWSXRayDaemonWriteAccess"])
+    error_message = "every role may send traces"
+  }
+}
+
+run "no_alarms_no_dashboard" {
+  command = plan
+
+  variables {
+    create_alarms       = false
+    create_dashboard    = false
+    alarm_sns_topic_arn = "arn:aws:sns:us-east-1:123456789012:wisp-alarms"
+  }
+
+  assert {
+    condition     = length(local.alarms) == 0 && length(output.alarm_names) == 0
+    error_message = "create_alarms = false creates no alarm"
+  }
+  assert {
+    condition     = length(aws_cloudwatch_dashboard.this) == 0 && output.dashboard_name == null
+    error_message = "create_dashboard = false creates no dashboard"
+  }
+}
+
+run "stale_window_of_one_minute_is_refused" {
+  command = plan
+
+  variables {
+    alarm_thresholds = { jobs_stale_minutes = 1 }
+  }
+
+  expect_failures = [var.alarm_thresholds]
 }
 
 run "redis_key_prefix_and_schedules" {
@@ -125,6 +257,10 @@ run "redis_key_prefix_and_schedules" {
   assert {
     condition     = keys(aws_cloudwatch_event_rule.job) == ["insights"]
     error_message = "a null schedule turns its job off"
+  }
+  assert {
+    condition     = length(aws_cloudwatch_metric_alarm.jobs_stale) == 0 && length(output.alarm_names) == 19
+    error_message = "without the every-minute job there is no staleness alarm"
   }
   assert {
     condition     = strcontains(output.config_template, "type: REDIS") && strcontains(output.config_template, "prefix: prod/")

@@ -33,14 +33,16 @@ pub async fn load(function: &'static str) -> Result<App, AppError> {
 
 /// Metrics as CloudWatch Embedded Metric Format lines on stdout (docs/METRICS.md):
 /// namespace `WISP_METRICS_NAMESPACE` (default `Wisp`; `off` for none), dimensions
-/// `Deployment` (`WISP_DEPLOYMENT`, default `wisp`) and `Function`.
+/// `Deployment` (`WISP_DEPLOYMENT`, default `wisp`) and `Function`; the basic set, or
+/// every metric with `WISP_METRICS_DETAIL=detailed`.
 fn install_metrics(function: &'static str) {
     let namespace = std::env::var("WISP_METRICS_NAMESPACE").unwrap_or_else(|_| "Wisp".into());
     if namespace == "off" {
         return;
     }
     let deployment = std::env::var("WISP_DEPLOYMENT").unwrap_or_else(|_| "wisp".into());
-    if let Err(err) = wisp_telemetry::emf::install(&namespace, &deployment, function) {
+    let detailed = std::env::var("WISP_METRICS_DETAIL").is_ok_and(|d| d == "detailed");
+    if let Err(err) = wisp_telemetry::emf::install(&namespace, &deployment, function, detailed) {
         tracing::warn!(error = %err, "metrics off");
     }
 }

@@ -13,7 +13,8 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
-        .with_current_span(false)
+        // The call's service and method (the gate's `rpc` span) on each line.
+        .with_current_span(true)
         .with_span_list(false)
         .with_ansi(false)
         .with_target(true)

@@ -7,23 +7,51 @@
 //! method is recorded as `unknown`), credentials and outcomes from enums. No id is ever a
 //! label.
 //!
-//! Two label profiles. Prometheus (`wisp serve`) gets every label: a series costs nothing.
-//! CloudWatch (the Lambda functions, [`emf`]) bills each combination of dimensions as a
-//! custom metric, so there the labels are fewer: `code_class` instead of method and code,
-//! the store and whether it failed instead of kind, operation and outcome, no store or job
-//! latency (the functions' own `Duration` metric covers it). docs/METRICS.md lists both.
+//! Label profiles ([`Profile`]). Prometheus (`wisp serve`) gets every label: a series
+//! costs nothing. CloudWatch (the Lambda functions, `emf`) bills each combination of
+//! dimensions as a custom metric, so there the basic profile records only what the alarms
+//! and the dashboard read, and the detailed one keeps few labels: `code_class` instead of
+//! method and code, the store and whether it failed instead of kind, operation and
+//! outcome, no store or job latency (the functions' own `Duration` metric covers it).
+//! docs/METRICS.md lists them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-/// Whether the process records the CloudWatch profile (set by [`emf::install`]).
-static LEAN: AtomicBool = AtomicBool::new(false);
+pub use metrics;
 
-fn lean() -> bool {
-    LEAN.load(Ordering::Relaxed)
+/// Which labels (and how many metrics) the process records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Profile {
+    /// Every metric with every label (`wisp serve`).
+    Prometheus = 0,
+    /// CloudWatch, what the alarms and the dashboard read: calls by code class, connected
+    /// pipeds, init failures (a dozen custom metrics).
+    CloudWatchBasic = 1,
+    /// CloudWatch, every metric with the few labels listed in docs/METRICS.md.
+    CloudWatchDetailed = 2,
 }
 
-pub use metrics;
+static PROFILE: AtomicU8 = AtomicU8::new(Profile::Prometheus as u8);
+
+fn profile() -> Profile {
+    match PROFILE.load(Ordering::Relaxed) {
+        1 => Profile::CloudWatchBasic,
+        2 => Profile::CloudWatchDetailed,
+        _ => Profile::Prometheus,
+    }
+}
+
+/// Whether the process records for CloudWatch (either profile).
+fn lean() -> bool {
+    profile() != Profile::Prometheus
+}
+
+/// Whether this CloudWatch process records only the basic metrics.
+fn basic() -> bool {
+    profile() == Profile::CloudWatchBasic
+}
 
 /// gRPC calls answered, by `service`, `method` and `code` (a counter).
 pub const GRPC_REQUESTS: &str = "wisp_grpc_requests_total";
@@ -198,7 +226,9 @@ pub fn grpc_code_name(code: i32) -> &'static str {
 pub fn record_grpc_call(service: &'static str, method: &'static str, code: i32, took: Duration) {
     if lean() {
         metrics::counter!(GRPC_REQUESTS, "code_class" => grpc_code_class(code)).increment(1);
-        metrics::histogram!(GRPC_DURATION).record(took.as_secs_f64());
+        if !basic() {
+            metrics::histogram!(GRPC_DURATION).record(took.as_secs_f64());
+        }
         return;
     }
     metrics::counter!(GRPC_REQUESTS, "service" => service, "method" => method, "code" => grpc_code_name(code))
@@ -210,6 +240,9 @@ pub fn record_grpc_call(service: &'static str, method: &'static str, code: i32, 
 /// Records one credential check: `credential` is `piped` or `api_key`; `outcome` is
 /// `cached`, `verified`, `rejected` or `unavailable`.
 pub fn record_verification(credential: &'static str, outcome: &'static str) {
+    if basic() {
+        return;
+    }
     if lean() {
         metrics::counter!(AUTH_VERIFICATIONS, "outcome" => outcome).increment(1);
         return;
@@ -220,6 +253,9 @@ pub fn record_verification(credential: &'static str, outcome: &'static str) {
 
 /// Records `n` slow (bcrypt) hash comparisons.
 pub fn record_slow_hashes(credential: &'static str, n: u64) {
+    if basic() {
+        return;
+    }
     if lean() {
         metrics::counter!(AUTH_SLOW_HASHES).increment(n);
         return;
@@ -229,6 +265,9 @@ pub fn record_slow_hashes(credential: &'static str, n: u64) {
 
 /// Records a cache call that got no answer in time.
 pub fn record_cache_timeout(backend: &'static str) {
+    if basic() {
+        return;
+    }
     metrics::counter!(CACHE_TIMEOUTS, "backend" => backend).increment(1);
 }
 
@@ -241,6 +280,9 @@ pub fn record_store_operation(
     outcome: &'static str,
     took: Duration,
 ) {
+    if basic() {
+        return;
+    }
     if lean() {
         // The store's failures only; a record not found or a lost race is the caller's
         // business, not the store's health.
@@ -266,6 +308,9 @@ pub fn record_store_operation(
 
 /// Records one cache read: `result` is `hit`, `miss` or `error`.
 pub fn record_cache_read(backend: &'static str, result: &'static str) {
+    if basic() {
+        return;
+    }
     if lean() {
         metrics::counter!(CACHE_READS, "result" => result).increment(1);
         return;
@@ -320,6 +365,9 @@ pub struct JobRun {
 
 /// Records one run of `job`.
 pub fn record_job_run(job: &'static str, run: JobRun) {
+    if basic() {
+        return;
+    }
     let outcome = match run.finished {
         Some(true) => "finished",
         Some(false) => "partial",
@@ -362,11 +410,21 @@ pub mod emf {
     #[error("cannot install the metrics recorder: {0}")]
     pub struct InstallError(String);
 
-    /// Installs the process's recorder, in the CloudWatch profile: metrics go to
-    /// `namespace` with the dimensions `Deployment` and `Function`, and the labels each
-    /// metric keeps there. Once per process.
-    pub fn install(namespace: &str, deployment: &str, function: &str) -> Result<(), InstallError> {
-        super::LEAN.store(true, std::sync::atomic::Ordering::Relaxed);
+    /// Installs the process's recorder, in a CloudWatch profile (the detailed one or the
+    /// basic one): metrics go to `namespace` with the dimensions `Deployment` and
+    /// `Function`, and the labels each metric keeps there. Once per process.
+    pub fn install(
+        namespace: &str,
+        deployment: &str,
+        function: &str,
+        detailed: bool,
+    ) -> Result<(), InstallError> {
+        let profile = if detailed {
+            super::Profile::CloudWatchDetailed
+        } else {
+            super::Profile::CloudWatchBasic
+        };
+        super::PROFILE.store(profile as u8, std::sync::atomic::Ordering::Relaxed);
         let collector = Builder::new()
             .cloudwatch_namespace(namespace.to_owned())
             .with_dimension("Deployment", deployment.to_owned())
@@ -434,6 +492,86 @@ mod tests {
                 "docs/METRICS.md lacks {name}"
             );
         }
+    }
+
+    /// What each profile records of the same calls: every label for Prometheus, few for
+    /// CloudWatch, only the calls by code class in the basic set.
+    #[test]
+    fn each_profile_records_its_set() {
+        use metrics_util::debugging::DebuggingRecorder;
+        let recorded = |profile: Profile| {
+            PROFILE.store(profile as u8, Ordering::Relaxed);
+            let recorder = DebuggingRecorder::new();
+            let snapshotter = recorder.snapshotter();
+            metrics::with_local_recorder(&recorder, || {
+                record_grpc_call("PipedService", "ReportStat", 0, Duration::from_millis(2));
+                record_grpc_call("PipedService", "ReportStat", 16, Duration::from_millis(1));
+                record_verification("piped", "cached");
+                record_store_operation(
+                    "datastore",
+                    "dynamodb",
+                    "Piped",
+                    "get",
+                    "not_found",
+                    Duration::from_millis(3),
+                );
+                record_job_run("insights", JobRun::default());
+            });
+            let mut seen: Vec<String> = snapshotter
+                .snapshot()
+                .into_vec()
+                .into_iter()
+                .map(|(key, _, _, _)| {
+                    let key = key.key();
+                    let mut labels: Vec<String> = key
+                        .labels()
+                        .map(|l| format!("{}={}", l.key(), l.value()))
+                        .collect();
+                    labels.sort();
+                    format!("{}{{{}}}", key.name(), labels.join(","))
+                })
+                .collect();
+            seen.sort();
+            seen
+        };
+        let basic = recorded(Profile::CloudWatchBasic);
+        let detailed = recorded(Profile::CloudWatchDetailed);
+        let prometheus = recorded(Profile::Prometheus);
+
+        assert_eq!(
+            basic,
+            [
+                "wisp_grpc_requests_total{code_class=client_error}",
+                "wisp_grpc_requests_total{code_class=ok}",
+            ]
+        );
+        let has = |set: &[String], key: &str| set.iter().any(|k| k == key);
+        assert!(has(&detailed, "wisp_grpc_request_duration_seconds{}"));
+        assert!(has(
+            &detailed,
+            "wisp_auth_verifications_total{outcome=cached}"
+        ));
+        assert!(has(
+            &detailed,
+            "wisp_store_operations_total{outcome=ok,store=datastore}"
+        ));
+        assert!(has(
+            &detailed,
+            "wisp_job_runs_total{job=insights,outcome=failed}"
+        ));
+        assert!(
+            !detailed
+                .iter()
+                .any(|k| k.contains("method=") || k.contains("kind="))
+        );
+        assert!(has(
+            &prometheus,
+            "wisp_grpc_requests_total{code=UNAUTHENTICATED,method=ReportStat,service=PipedService}"
+        ));
+        assert!(has(
+            &prometheus,
+            "wisp_store_operations_total{backend=dynamodb,kind=Piped,op=get,outcome=not_found,store=datastore}"
+        ));
     }
 
     #[test]

@@ -207,10 +207,22 @@ where
         // The clone is ready (tonic's generated servers always are); keep `self.inner`
         // for the next call.
         let mut inner = self.inner.clone();
-        Box::pin(async move {
+        let label = limits
+            .method(method_of(&req))
+            .map_or("unknown", |(name, _)| name);
+        let service = service_label(S::NAME);
+        // Every log line of the call carries its service and method; the span ends with
+        // its code and time (a subscriber that exports spans, as OpenTelemetry does, sees
+        // them whole).
+        let span = tracing::info_span!(
+            "rpc",
+            service,
+            method = label,
+            code = tracing::field::Empty,
+            ms = tracing::field::Empty
+        );
+        let call = async move {
             let started = std::time::Instant::now();
-            let method = method_of(&req);
-            let label = limits.method(method).map_or("unknown", |(name, _)| name);
             let response = match pass(&*admit, limits, &budget, req).await {
                 Ok((req, charge)) => {
                     let response = inner.call(req).await;
@@ -229,15 +241,16 @@ where
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
-                wisp_telemetry::record_grpc_call(
-                    service_label(S::NAME),
-                    label,
-                    code,
-                    started.elapsed(),
-                );
+                let took = started.elapsed();
+                let span = tracing::Span::current();
+                span.record("code", wisp_telemetry::grpc_code_name(code));
+                span.record("ms", took.as_secs_f64() * 1000.0);
+                tracing::debug!("answered");
+                wisp_telemetry::record_grpc_call(service, label, code, took);
             }
             response
-        })
+        };
+        Box::pin(tracing::Instrument::instrument(call, span))
     }
 }
 

@@ -18,6 +18,10 @@ module "wisp" {
 
   generate_encryption_key = true
 
+  # The alarms exist either way; with a topic they also notify it (e.g. an email
+  # subscription). The dashboard is named after `name`.
+  alarm_sns_topic_arn = var.alarm_sns_topic_arn
+
   tags = {
     "environment" = "example"
   }

@@ -27,3 +27,13 @@ output "function_names" {
   description = "The Lambda functions."
   value       = module.wisp.function_names
 }
+
+output "alarm_names" {
+  description = "The CloudWatch alarms."
+  value       = module.wisp.alarm_names
+}
+
+output "dashboard_name" {
+  description = "The CloudWatch dashboard."
+  value       = module.wisp.dashboard_name
+}

@@ -41,3 +41,9 @@ variable "route53_zone_id" {
   type        = string
   default     = null
 }
+
+variable "alarm_sns_topic_arn" {
+  description = "SNS topic for the alarms' notifications; null leaves the alarms without actions."
+  type        = string
+  default     = null
+}

@@ -70,8 +70,9 @@ pub struct ServeArgs {
     pub max_in_flight: usize,
     /// Where to serve `/metrics` (Prometheus text) and `/version`; `off` for nowhere.
     /// Loopback by default: put it on another address only where strangers cannot reach.
-    #[arg(long, env = "WISP_ADMIN_ADDR", default_value = "127.0.0.1:9085")]
-    pub admin_addr: String,
+    /// [default: 127.0.0.1:9085; if that port is taken, the server runs without it]
+    #[arg(long, env = "WISP_ADMIN_ADDR")]
+    pub admin_addr: Option<String>,
     /// Close a client connection after this long without a byte from the client (a live
     /// client sends its next call or answers the server's HTTP/2 pings every 30 s). A new
     /// connection must send within 30 s (or this, if shorter).
@@ -87,6 +88,9 @@ pub struct ServeArgs {
     #[arg(long, env = "WISP_NO_JOBS")]
     pub no_jobs: bool,
 }
+
+/// Where `/metrics` is served when `--admin-addr` is not given.
+const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9085";
 
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     // Without a key, sessions are signed with one kept beside the embedded data, so
@@ -114,14 +118,18 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     if args.idle_timeout.is_zero() {
         return Err(CliError::Usage("--idle-timeout must be more than 0".into()));
     }
-    let admin_addr: Option<SocketAddr> = match args.admin_addr.as_str() {
-        "off" => None,
-        addr => Some(addr.parse().map_err(|_| {
-            CliError::Usage(format!(
-                "--admin-addr {addr}: expected HOST:PORT (e.g. 127.0.0.1:9085) or off"
-            ))
-        })?),
-    };
+    // An address given is a promise: it must bind. The default only serves if it can, so
+    // that a taken port 9085 (upstream's admin port) does not stop the control plane.
+    let admin_required = args.admin_addr.is_some();
+    let admin_addr: Option<SocketAddr> =
+        match args.admin_addr.as_deref().unwrap_or(DEFAULT_ADMIN_ADDR) {
+            "off" => None,
+            addr => Some(addr.parse().map_err(|_| {
+                CliError::Usage(format!(
+                    "--admin-addr {addr}: expected HOST:PORT (e.g. 127.0.0.1:9085) or off"
+                ))
+            })?),
+        };
     // Before anything records: the recorder sees every metric from the start.
     let metrics = match admin_addr {
         Some(_) => Some(wisp_telemetry::prometheus::install().context("metrics")?),
@@ -156,10 +164,26 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let local = listener.local_addr().context("listener address")?;
-    if let (Some(addr), Some(metrics)) = (admin_addr, metrics) {
-        let admin = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on --admin-addr {addr}"))?;
+    let admin = match admin_addr {
+        Some(addr) => match TcpListener::bind(addr).await {
+            Ok(admin) => Some(admin),
+            Err(err) if !admin_required => {
+                tracing::warn!(
+                    %addr,
+                    error = %err,
+                    "no /metrics: cannot listen on the default admin address (set --admin-addr)"
+                );
+                None
+            }
+            Err(err) => {
+                return Err(anyhow::Error::new(err)
+                    .context(format!("cannot listen on --admin-addr {addr}"))
+                    .into());
+            }
+        },
+        None => None,
+    };
+    if let (Some(admin), Some(metrics)) = (admin, metrics) {
         let admin_local = admin.local_addr().context("admin listener address")?;
         println!("wisp admin listening on {admin_local}");
         tracing::info!(addr = %admin_local, "metrics on /metrics, version on /version");

@@ -261,3 +261,78 @@ async fn job_runs_show_on_metrics() {
         0.0
     );
 }
+
+/// An admin address given must be served: a taken one stops the server with a clear
+/// error. The default one is served when it can be: a taken port 9085 (upstream's admin
+/// port, perhaps an upstream control plane on the same machine) leaves the control plane
+/// running without `/metrics`.
+#[test]
+fn a_taken_admin_port_stops_the_server_only_when_it_was_asked_for() {
+    let dir = support::empty_data_dir();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
+    let addr = taken.local_addr().expect("address").to_string();
+    let out = support::run_cli(
+        dir.path(),
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            &addr,
+            "--no-jobs",
+        ],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("cannot listen on --admin-addr {addr}")),
+        "{out:?}"
+    );
+
+    // Hold the default port (if something else holds it already, so much the better).
+    let _default = std::net::TcpListener::bind("127.0.0.1:9085");
+    let mut child = support::wisp_command()
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--addr", "127.0.0.1:0", "--no-jobs"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn wisp serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let started = std::time::Instant::now();
+    while !lines
+        .iter()
+        .any(|l: &String| l.starts_with("wisp listening on"))
+    {
+        let left = std::time::Duration::from_secs(60).saturating_sub(started.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("wisp serve did not start ({e}): {lines:?}");
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("wisp admin listening")),
+        "{lines:?}"
+    );
+}

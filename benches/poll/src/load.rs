@@ -210,7 +210,7 @@ async fn timed_call(
     (result, started.elapsed())
 }
 
-/// One call per piped, all at once, not measured: fills the verifier cache (one bcrypt
+/// One call per piped, all at once, not measured: fills the verifier cache (one check
 /// per piped) and creates each piped's stored stat. Every call must succeed.
 pub async fn warm_up(pipeds: &[SimPiped], timeout: Duration) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();

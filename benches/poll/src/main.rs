@@ -63,6 +63,10 @@ struct Args {
     /// Seed of the cadence phase's start offsets.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Record metrics as `wisp serve` does (its Prometheus recorder installed), to measure
+    /// what recording costs; without it, recording is a no-op.
+    #[arg(long)]
+    metrics: bool,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -82,6 +86,13 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("server runtime")?;
+    // On the server runtime, as in `wisp serve` (its upkeep task runs there).
+    let metrics = if args.metrics {
+        let _on_server = server_rt.enter();
+        Some(wisp_telemetry::prometheus::install().context("metrics recorder")?)
+    } else {
+        None
+    };
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(client_threads)
         .thread_name("pipeds")
@@ -110,7 +121,7 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("temporary data directory")?;
     let pipeds = usize::try_from(args.pipeds)?;
     let verified_ttl = args.verified_ttl_secs.map(Duration::from_secs);
-    progress("starting the servers and registering the pipeds (bcrypt)");
+    progress("starting the servers and registering the pipeds");
     let (noop, wisp) = server_rt.block_on(async {
         let noop = servers::start_noop().await?;
         let wisp = servers::start_wisp(dir.path(), pipeds, verified_ttl).await?;
@@ -202,6 +213,19 @@ fn main() -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.table());
+    }
+    if let Some(metrics) = metrics {
+        // Proof that the recorder was fed: what a scrape would have returned.
+        let text = metrics.render();
+        let calls = text
+            .lines()
+            .filter(|l| l.starts_with("wisp_grpc_requests_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+        progress(&format!(
+            "metrics recorded: {calls} calls in wisp_grpc_requests_total, a scrape of {} bytes",
+            text.len()
+        ));
     }
     if args.check && !report.all_targets_met() {
         std::process::exit(1);

@@ -157,9 +157,9 @@ pub struct Target {
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub settings: Settings,
-    /// Creating the project and bcrypt-hashing the piped keys.
+    /// Creating the project and registering the pipeds.
     pub register_secs: f64,
-    /// One call of each RPC per piped, both servers (includes one bcrypt per piped).
+    /// One call of each RPC per piped, both servers (the first check of each key).
     pub warm_up_secs: f64,
     pub warm_up_bcrypt_verifications: u64,
     pub phases: Vec<PhaseReport>,

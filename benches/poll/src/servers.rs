@@ -26,8 +26,8 @@ use wisp_proto::model;
 use wisp_proto::pipedservice::piped_service_server::{PipedService, PipedServiceServer};
 use wisp_proto::pipedservice::*;
 use wisp_services::auth_source::StoreKeySource;
-use wisp_store::collection::now_unix;
 use wisp_transport::EdgeLayer;
+use wisp_transport::load::{DEFAULT_MAX_IN_FLIGHT, InFlightLayer, InFlightLimit};
 use wisp_transport::piped::MAX_MESSAGE_BYTES;
 
 pub const PROJECT_ID: &str = "bench";
@@ -65,6 +65,9 @@ async fn serve(routes: Routes) -> anyhow::Result<RunningServer> {
             .http2_keepalive_timeout(Some(Duration::from_secs(10)))
             .layer(EdgeLayer)
             .layer(GrpcWebLayer::new())
+            .layer(InFlightLayer::new(InFlightLimit::new(
+                DEFAULT_MAX_IN_FLIGHT,
+            )))
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stop.await;
@@ -87,13 +90,13 @@ pub struct Wisp {
     pub server: RunningServer,
     pub verifier: Arc<PipedVerifier<StoreKeySource>>,
     pub pipeds: Vec<PipedIdentity>,
-    /// Wall time spent bcrypt-hashing the piped keys at registration.
+    /// Wall time spent registering the project and the pipeds.
     pub register_time: Duration,
 }
 
 /// Opens the embedded stores in `dir` (as `wisp serve --data-dir dir`), registers project
-/// [`PROJECT_ID`] and `pipeds` pipeds through the stores (keys bcrypt-hashed at the
-/// production cost, as `wisp piped add` does), and starts the real server.
+/// [`PROJECT_ID`] and `pipeds` pipeds through the stores (as `wisp piped add` does), and
+/// starts the real server.
 pub async fn start_wisp(
     dir: &Path,
     pipeds: usize,
@@ -121,33 +124,20 @@ pub async fn start_wisp(
         .await
         .context("create the project")?;
 
-    let keys: Vec<String> = (0..pipeds)
-        .map(|_| wisp_auth::generate_piped_key())
-        .collect();
-    let hashes = tokio::task::spawn_blocking(move || hash_all(&keys).map(|h| (keys, h)))
-        .await
-        .context("hashing task")??;
-    let (keys, hashes) = hashes;
+    // Registered as `wisp piped add` registers them (the same domain operation).
     let mut identities = Vec::with_capacity(pipeds);
-    for (i, (key, hash)) in keys.into_iter().zip(hashes).enumerate() {
-        let piped_id = uuid::Uuid::new_v4().to_string();
-        stores
-            .pipeds
-            .create(model::Piped {
-                id: piped_id.clone(),
-                name: format!("bench-{i:04}"),
-                project_id: PROJECT_ID.to_string(),
-                keys: vec![model::PipedKey {
-                    hash,
-                    creator: "poll-bench".to_string(),
-                    created_at: now_unix(),
-                }],
-                ..Default::default()
-            })
-            .await
-            .with_context(|| format!("create piped {i}"))?;
+    for i in 0..pipeds {
+        let (piped, key) = wisp_services::ops::pipeds::register_piped(
+            &stores.pipeds,
+            PROJECT_ID,
+            format!("bench-{i:04}"),
+            String::new(),
+            "poll-bench",
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("register piped {i}: {e}"))?;
         identities.push(PipedIdentity {
-            token: PipedToken::new(PROJECT_ID, piped_id, key),
+            token: PipedToken::new(PROJECT_ID, piped.id, key),
         });
     }
     let register_time = started.elapsed();
@@ -171,37 +161,6 @@ pub async fn start_wisp(
         verifier,
         pipeds: identities,
         register_time,
-    })
-}
-
-/// bcrypt-hashes every key, on all cores (cost 10 is tens of milliseconds each).
-fn hash_all(keys: &[String]) -> anyhow::Result<Vec<String>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .max(1);
-    let chunk = keys.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = keys
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|k| {
-                            wisp_auth::hash_secret(k).map_err(|e| anyhow::anyhow!("hash: {e}"))
-                        })
-                        .collect::<anyhow::Result<Vec<_>>>()
-                })
-            })
-            .collect();
-        let mut all = Vec::with_capacity(keys.len());
-        for worker in workers {
-            all.extend(
-                worker
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("hashing thread panicked"))??,
-            );
-        }
-        Ok(all)
     })
 }
 

@@ -460,8 +460,13 @@ pub mod prometheus {
     #[error("cannot install the metrics recorder: {0}")]
     pub struct InstallError(String);
 
+    /// How often histograms are folded into their buckets between scrapes.
+    const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
     /// Installs the process's recorder; its handle renders the text format. Once per
-    /// process (a second call fails).
+    /// process (a second call fails). Must be called within a tokio runtime: a task keeps
+    /// the recorded histogram samples folded into buckets, so that memory stays bounded
+    /// however rarely `/metrics` is scraped.
     pub fn install() -> Result<PrometheusHandle, InstallError> {
         let handle = PrometheusBuilder::new()
             .set_buckets_for_metric(
@@ -472,6 +477,15 @@ pub mod prometheus {
             .install_recorder()
             .map_err(|e| InstallError(e.to_string()))?;
         super::describe();
+        let upkeep = handle.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(UPKEEP_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                every.tick().await;
+                upkeep.run_upkeep();
+            }
+        });
         // Present from the first scrape, so that dashboards and alerts see a zero.
         metrics::gauge!(super::GRPC_IN_FLIGHT).set(0.0);
         metrics::counter!(super::GRPC_SHED).absolute(0);
@@ -491,6 +505,46 @@ mod tests {
                 docs.contains(&format!("`{name}`")),
                 "docs/METRICS.md lacks {name}"
             );
+        }
+    }
+
+    /// The dashboards and alarms read only metrics that exist: each `wisp_…` name they
+    /// mention is in the catalogue (histograms by their `_bucket`, `_sum`, `_count`).
+    #[test]
+    fn dashboards_and_alarms_name_real_metrics() {
+        let sources = [
+            (
+                "dashboards/wisp-serve.json",
+                include_str!("../../../dashboards/wisp-serve.json"),
+            ),
+            (
+                "infra/terraform/dashboard.tf",
+                include_str!("../../../infra/terraform/dashboard.tf"),
+            ),
+            (
+                "infra/terraform/alarms.tf",
+                include_str!("../../../infra/terraform/alarms.tf"),
+            ),
+            ("template.yaml", include_str!("../../../template.yaml")),
+        ];
+        for (path, text) in sources {
+            let mut named = 0;
+            for (at, _) in text.match_indices("wisp_") {
+                let name: String = text[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                let base = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix))
+                    .unwrap_or(&name);
+                assert!(
+                    ALL.contains(&base),
+                    "{path} names {name}, which is no metric"
+                );
+                named += 1;
+            }
+            assert!(named > 0, "{path} names no metric at all");
         }
     }
 

@@ -42,7 +42,14 @@ pub struct MetricsSource {
 impl MetricsSource {
     async fn render(&self) -> String {
         self.fleet.record(&self.stores, &self.config_projects).await;
-        self.handle.render()
+        let mut text = self.handle.render();
+        // The pipeds' own metrics, labelled with the project and piped they came from.
+        let (pipeds, skipped) = wisp_telemetry::reexport::render(&self.fleet.piped_metrics());
+        if skipped != Default::default() {
+            tracing::debug!(?skipped, "pipeds' metrics left out of /metrics");
+        }
+        text.push_str(&pipeds);
+        text
     }
 }
 

@@ -191,7 +191,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             handle: metrics,
             stores: app.stores.clone(),
             config_projects: app.job_settings().config_projects,
-            fleet: Default::default(),
+            fleet: wisp_jobs::fleet::FleetMetrics::keeping_piped_metrics(),
         };
         tokio::spawn(super::ops_endpoint::serve(admin, source));
     }

@@ -29,6 +29,25 @@ async fn deployment_lifecycle() {
         return;
     };
     scenarios::deployment_lifecycle_on(&wisp, Via::Grpc).await;
+
+    // The metrics see the AWS stores: operations by backend, and the capacity DynamoDB
+    // reported for its requests.
+    let m = crate::metrics::Scrape::from(&wisp).await;
+    let ops = |store: &str, backend: &str| {
+        m.sum(
+            "wisp_store_operations_total",
+            &[("store", store), ("backend", backend), ("outcome", "ok")],
+        )
+    };
+    assert!(ops("datastore", "dynamodb") > 0.0);
+    assert!(ops("filestore", "s3") > 0.0);
+    assert!(
+        m.value(
+            "wisp_dynamodb_consumed_capacity_units",
+            &[("operation", "GetItem"), ("capacity", "read")]
+        ) > 0.0,
+        "no capacity reported for GetItem"
+    );
 }
 
 #[tokio::test]

@@ -10,10 +10,10 @@ use support::{QUICKSTART, Via, Wisp};
 use wisp_proto::pipedservice as ps;
 
 /// The samples of `/metrics`, by metric name and labels.
-struct Scrape(prometheus_parse::Scrape);
+pub(crate) struct Scrape(prometheus_parse::Scrape);
 
 impl Scrape {
-    async fn from(wisp: &Wisp) -> Scrape {
+    pub(crate) async fn from(wisp: &Wisp) -> Scrape {
         let admin = wisp.server().admin_addr().expect("an admin address");
         let (status, body) = support::http_request_to(admin, Method::GET, "/metrics").await;
         assert_eq!(status, StatusCode::OK, "{body}");
@@ -22,7 +22,7 @@ impl Scrape {
     }
 
     /// The value of `name` whose labels include `labels` (0 when there is none).
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         let matching: Vec<f64> = self
             .0
             .samples
@@ -42,6 +42,20 @@ impl Scrape {
             .collect();
         assert!(matching.len() <= 1, "{name} {labels:?}: {matching:?}");
         matching.first().copied().unwrap_or(0.0)
+    }
+
+    /// The sum of the counters named `name` whose labels include `labels`.
+    pub(crate) fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.0
+            .samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .filter_map(|s| match &s.value {
+                prometheus_parse::Value::Counter(v) => Some(*v),
+                _ => None,
+            })
+            .sum()
     }
 
     /// Label sets seen for `name`.
@@ -73,10 +87,15 @@ async fn a_known_workload_shows_on_metrics() {
         .await
         .expect("ReportPipedMeta");
     let idle = wisp.add_piped(QUICKSTART, "never-reports");
+    // The piped's own metrics, as an upstream piped sends them with ReportStat.
+    let piped_stats = b"# HELP piped_deployments_total Deployments handled.\n\
+        # TYPE piped_deployments_total counter\n\
+        piped_deployments_total{status=\"ok\"} 3\n\
+        wisp_grpc_requests_total{code=\"OK\"} 1000000\n";
     for _ in 0..3 {
         client
             .report_stat(ps::ReportStatRequest {
-                piped_stats: b"# metrics".to_vec(),
+                piped_stats: piped_stats.to_vec(),
             })
             .await
             .expect("ReportStat");
@@ -178,7 +197,26 @@ async fn a_known_workload_shows_on_metrics() {
         counted
     );
 
-    // No id is a label.
+    // The piped's own metrics are re-exported, labelled with the project and piped they
+    // came from; a family named like Wisp's own is dropped.
+    assert_eq!(
+        m.value(
+            "piped_deployments_total",
+            &[
+                ("project_id", QUICKSTART),
+                ("piped_id", &piped.id),
+                ("status", "ok")
+            ]
+        ),
+        3.0
+    );
+    assert_eq!(
+        calls("ReportStat", "OK"),
+        3.0,
+        "a piped cannot inflate Wisp's own metrics"
+    );
+
+    // No id is a label of Wisp's own metrics.
     for name in [
         "wisp_grpc_requests_total",
         "wisp_auth_verifications_total",

@@ -16,6 +16,7 @@ use wisp_store::collection::now_unix;
 use wisp_store::entities::{pk, slot};
 use wisp_store::pipedstat::PipedStatStore;
 use wisp_store::stores::Stores;
+use wisp_telemetry::PipedMetrics;
 
 /// How often the fleet is measured at most.
 pub const MEASURE_EVERY: Duration = Duration::from_secs(60);
@@ -32,11 +33,18 @@ pub struct Fleet {
     pub pipeds: BTreeMap<(String, String), PipedCounts>,
     /// (project, status name as upstream spells it) → deployments not completed.
     pub open_deployments: BTreeMap<(String, &'static str), u64>,
+    /// What the connected pipeds reported (when asked for; at most
+    /// [`wisp_telemetry::PIPED_METRICS_MAX_BYTES`] in all).
+    pub piped_metrics: Vec<PipedMetrics>,
 }
 
 /// Measures the fleet of the datastore's projects and `config_projects`. Disabled pipeds
-/// are left out.
-pub async fn measure(stores: &Stores, config_projects: &[String]) -> Result<Fleet, StoreError> {
+/// are left out. With `keep_piped_metrics`, the connected pipeds' own metrics are kept.
+pub async fn measure(
+    stores: &Stores,
+    config_projects: &[String],
+    keep_piped_metrics: bool,
+) -> Result<Fleet, StoreError> {
     let mut projects: Vec<String> = stores
         .projects
         .list_all(slot::PROJECT_ALL, pk::PROJECT_ALL, None)
@@ -58,10 +66,23 @@ pub async fn measure(stores: &Stores, config_projects: &[String]) -> Result<Flee
             .await?;
         for piped in pipeds {
             // An unreadable stat counts as not connected; the measurement goes on.
-            let connected = matches!(
-                stores.piped_stats.get(&piped.id).await,
-                Ok(Some(stat)) if PipedStatStore::is_online(&stat, now)
-            );
+            let stat = match stores.piped_stats.get(&piped.id).await {
+                Ok(Some(stat)) if PipedStatStore::is_online(&stat, now) => Some(stat),
+                _ => None,
+            };
+            let connected = stat.is_some();
+            if let Some(stat) = stat.filter(|s| keep_piped_metrics && !s.metrics.is_empty()) {
+                let kept: usize = fleet.piped_metrics.iter().map(|m| m.text.len()).sum();
+                if stat.metrics.len() <= wisp_telemetry::PIPED_METRICS_MAX_BYTES_PER_PIPED
+                    && kept + stat.metrics.len() <= wisp_telemetry::PIPED_METRICS_MAX_BYTES
+                {
+                    fleet.piped_metrics.push(PipedMetrics {
+                        project_id: project.clone(),
+                        piped_id: piped.id.clone(),
+                        text: stat.metrics,
+                    });
+                }
+            }
             let counts = fleet
                 .pipeds
                 .entry((project.clone(), piped.version.clone()))
@@ -96,16 +117,34 @@ pub async fn measure(stores: &Stores, config_projects: &[String]) -> Result<Flee
 #[derive(Debug, Default)]
 pub struct FleetMetrics {
     state: Mutex<State>,
+    /// Whether to keep the pipeds' own metrics for re-export (`wisp serve`'s `/metrics`).
+    keep_piped_metrics: bool,
 }
 
 #[derive(Debug, Default)]
 struct State {
     last: Option<Instant>,
+    piped_metrics: Vec<PipedMetrics>,
     pipeds: BTreeSet<(String, String)>,
     open_deployments: BTreeSet<(String, &'static str)>,
 }
 
 impl FleetMetrics {
+    /// Measures that also keep the connected pipeds' own metrics, for
+    /// [`FleetMetrics::piped_metrics`].
+    pub fn keeping_piped_metrics() -> Self {
+        FleetMetrics {
+            keep_piped_metrics: true,
+            ..Default::default()
+        }
+    }
+
+    /// The connected pipeds' own metrics as last measured.
+    pub fn piped_metrics(&self) -> Vec<PipedMetrics> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.piped_metrics.clone()
+    }
+
     /// Whether it is time to measure again; if so, the time is taken.
     fn due(&self) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -124,7 +163,7 @@ impl FleetMetrics {
         if !self.due() {
             return;
         }
-        let fleet = match measure(stores, config_projects).await {
+        let fleet = match measure(stores, config_projects, self.keep_piped_metrics).await {
             Ok(fleet) => fleet,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot measure the fleet for the metrics");
@@ -152,6 +191,7 @@ impl FleetMetrics {
             fleet.pipeds.values().map(|c| c.connected).sum(),
         );
         state.pipeds = fleet.pipeds.into_keys().collect();
+        state.piped_metrics = fleet.piped_metrics;
         state.open_deployments = open;
     }
 }

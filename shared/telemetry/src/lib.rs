@@ -75,6 +75,9 @@ pub const AUTH_SLOW_HASHES: &str = "wisp_auth_slow_hash_checks_total";
 pub const STORE_OPERATIONS: &str = "wisp_store_operations_total";
 /// Time a store operation took, by `store`, `backend` and `op` (seconds).
 pub const STORE_DURATION: &str = "wisp_store_operation_duration_seconds";
+/// DynamoDB capacity units each request consumed, as DynamoDB reported them, by
+/// `operation` and `capacity` (`read`, `write`); its `_sum` is the units consumed.
+pub const DYNAMODB_CAPACITY: &str = "wisp_dynamodb_consumed_capacity_units";
 /// Cache reads, by `backend` and `result` (`hit`, `miss`, `error`).
 pub const CACHE_READS: &str = "wisp_cache_reads_total";
 /// Cache calls that got no answer in time, by `backend`.
@@ -110,6 +113,7 @@ pub const ALL: &[&str] = &[
     AUTH_SLOW_HASHES,
     STORE_OPERATIONS,
     STORE_DURATION,
+    DYNAMODB_CAPACITY,
     CACHE_READS,
     CACHE_TIMEOUTS,
     INIT_FAILURES,
@@ -128,6 +132,10 @@ pub const DURATION_BUCKETS: &[f64] = &[
     0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0,
 ];
+
+/// Buckets (capacity units) of [`DYNAMODB_CAPACITY`]: from an eventually consistent read
+/// of a small item to a page of a large query.
+pub const CAPACITY_BUCKETS: &[f64] = &[0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0];
 
 /// Registers help texts and units with the installed recorder (call once, after
 /// installing it).
@@ -160,6 +168,10 @@ pub fn describe() {
         "Store operations, by store, backend, kind, operation and outcome"
     );
     describe_histogram!(STORE_DURATION, Unit::Seconds, "Time a store operation took");
+    describe_histogram!(
+        DYNAMODB_CAPACITY,
+        "DynamoDB capacity units per request, by operation and read or write"
+    );
     describe_counter!(CACHE_READS, "Cache reads, by backend and result");
     describe_counter!(JOB_RUNS, "Scheduled job runs, by job and outcome");
     describe_histogram!(JOB_DURATION, Unit::Seconds, "Time a job run took");
@@ -306,6 +318,20 @@ pub fn record_store_operation(
         .record(took.as_secs_f64());
 }
 
+/// Records the capacity DynamoDB reported for one request of `operation` (Prometheus
+/// only: on Lambda, the table's own CloudWatch metrics count it).
+pub fn record_dynamodb_capacity(operation: &'static str, read: f64, write: f64) {
+    if lean() {
+        return;
+    }
+    for (capacity, units) in [("read", read), ("write", write)] {
+        if units > 0.0 {
+            metrics::histogram!(DYNAMODB_CAPACITY, "operation" => operation, "capacity" => capacity)
+                .record(units);
+        }
+    }
+}
+
 /// Records one cache read: `result` is `hit`, `miss` or `error`.
 pub fn record_cache_read(backend: &'static str, result: &'static str) {
     if basic() {
@@ -449,6 +475,23 @@ pub mod emf {
     }
 }
 
+/// A piped's metrics text above this is not re-exported.
+pub const PIPED_METRICS_MAX_BYTES_PER_PIPED: usize = 256 * 1024;
+/// Pipeds' metrics text re-exported in all; pipeds past it are left out.
+pub const PIPED_METRICS_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// What one piped last reported with ReportStat (its own metrics, Prometheus text), for
+/// `reexport`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipedMetrics {
+    pub project_id: String,
+    pub piped_id: String,
+    pub text: Vec<u8>,
+}
+
+#[cfg(feature = "prometheus")]
+pub mod reexport;
+
 /// The Prometheus exporter of `wisp serve`.
 #[cfg(feature = "prometheus")]
 pub mod prometheus {
@@ -472,6 +515,11 @@ pub mod prometheus {
             .set_buckets_for_metric(
                 Matcher::Suffix("_duration_seconds".into()),
                 super::DURATION_BUCKETS,
+            )
+            .map_err(|e| InstallError(e.to_string()))?
+            .set_buckets_for_metric(
+                Matcher::Full(super::DYNAMODB_CAPACITY.into()),
+                super::CAPACITY_BUCKETS,
             )
             .map_err(|e| InstallError(e.to_string()))?
             .install_recorder()

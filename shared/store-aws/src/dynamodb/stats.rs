@@ -92,6 +92,7 @@ impl Counters {
             }
             (read, write) => (read.unwrap_or(0.0), write.unwrap_or(0.0)),
         };
+        wisp_telemetry::record_dynamodb_capacity(OPERATIONS[op_index(operation)], read, write);
         op.read_milli_units
             .fetch_add(to_milli(read), Ordering::Relaxed);
         op.write_milli_units

@@ -191,7 +191,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             handle: metrics,
             stores: app.stores.clone(),
             config_projects: app.job_settings().config_projects,
-            fleet: wisp_jobs::fleet::FleetMetrics::keeping_piped_metrics(),
+            fleet: wisp_jobs::fleet::FleetMetrics::new(wisp_jobs::fleet::Scope::Everything),
         };
         tokio::spawn(super::ops_endpoint::serve(admin, source));
     }

@@ -31,33 +31,37 @@ pub struct PipedCounts {
 pub struct Fleet {
     /// (project, version as the piped reported it; empty before its first report).
     pub pipeds: BTreeMap<(String, String), PipedCounts>,
-    /// (project, status name as upstream spells it) → deployments not completed.
+    /// (project, status name as upstream spells it) → deployments not completed
+    /// ([`Scope::Everything`]).
     pub open_deployments: BTreeMap<(String, &'static str), u64>,
-    /// What the connected pipeds reported (when asked for; at most
+    /// What the connected pipeds reported ([`Scope::Everything`]; at most
     /// [`wisp_telemetry::PIPED_METRICS_MAX_BYTES`] in all).
     pub piped_metrics: Vec<PipedMetrics>,
 }
 
-/// Measures the fleet of the datastore's projects and `config_projects`. Disabled pipeds
-/// are left out. With `keep_piped_metrics`, the connected pipeds' own metrics are kept.
+/// What a measurement covers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// Pipeds registered and connected (what the Lambda functions' metrics record).
+    #[default]
+    Pipeds,
+    /// Also the open deployments and the connected pipeds' own metrics (`wisp serve`'s
+    /// `/metrics`).
+    Everything,
+}
+
+/// Measures the fleet of the datastore's projects and `config_projects`, as far as
+/// `scope` says. Disabled pipeds are left out.
 pub async fn measure(
     stores: &Stores,
     config_projects: &[String],
-    keep_piped_metrics: bool,
+    scope: Scope,
 ) -> Result<Fleet, StoreError> {
-    let mut projects: Vec<String> = stores
-        .projects
-        .list_all(slot::PROJECT_ALL, pk::PROJECT_ALL, None)
-        .await?
-        .into_iter()
-        .map(|p| p.id)
-        .collect();
-    projects.extend(config_projects.iter().cloned());
-    projects.sort();
-    projects.dedup();
-
+    let everything = scope == Scope::Everything;
+    let projects = crate::all_projects(stores, config_projects).await?;
     let now = now_unix();
     let mut fleet = Fleet::default();
+    let mut kept_bytes = 0usize;
     for project in projects {
         let enabled = |p: &wisp_proto::model::Piped| !p.disabled;
         let pipeds = stores
@@ -71,17 +75,17 @@ pub async fn measure(
                 _ => None,
             };
             let connected = stat.is_some();
-            if let Some(stat) = stat.filter(|s| keep_piped_metrics && !s.metrics.is_empty()) {
-                let kept: usize = fleet.piped_metrics.iter().map(|m| m.text.len()).sum();
-                if stat.metrics.len() <= wisp_telemetry::PIPED_METRICS_MAX_BYTES_PER_PIPED
-                    && kept + stat.metrics.len() <= wisp_telemetry::PIPED_METRICS_MAX_BYTES
-                {
-                    fleet.piped_metrics.push(PipedMetrics {
-                        project_id: project.clone(),
-                        piped_id: piped.id.clone(),
-                        text: stat.metrics,
-                    });
-                }
+            if let Some(stat) = stat.filter(|s| {
+                everything
+                    && !s.metrics.is_empty()
+                    && wisp_telemetry::piped_metrics_fit(kept_bytes, s.metrics.len())
+            }) {
+                kept_bytes += stat.metrics.len();
+                fleet.piped_metrics.push(PipedMetrics {
+                    project_id: project.clone(),
+                    piped_id: piped.id.clone(),
+                    text: stat.metrics,
+                });
             }
             let counts = fleet
                 .pipeds
@@ -89,6 +93,9 @@ pub async fn measure(
                 .or_default();
             counts.registered += 1;
             counts.connected += u64::from(connected);
+            if !everything {
+                continue;
+            }
             let open = stores
                 .deployments
                 .list_all(
@@ -117,8 +124,7 @@ pub async fn measure(
 #[derive(Debug, Default)]
 pub struct FleetMetrics {
     state: Mutex<State>,
-    /// Whether to keep the pipeds' own metrics for re-export (`wisp serve`'s `/metrics`).
-    keep_piped_metrics: bool,
+    scope: Scope,
 }
 
 #[derive(Debug, Default)]
@@ -130,11 +136,10 @@ struct State {
 }
 
 impl FleetMetrics {
-    /// Measures that also keep the connected pipeds' own metrics, for
-    /// [`FleetMetrics::piped_metrics`].
-    pub fn keeping_piped_metrics() -> Self {
+    /// Measures of `scope`.
+    pub fn new(scope: Scope) -> Self {
         FleetMetrics {
-            keep_piped_metrics: true,
+            scope,
             ..Default::default()
         }
     }
@@ -163,7 +168,7 @@ impl FleetMetrics {
         if !self.due() {
             return;
         }
-        let fleet = match measure(stores, config_projects, self.keep_piped_metrics).await {
+        let fleet = match measure(stores, config_projects, self.scope).await {
             Ok(fleet) => fleet,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot measure the fleet for the metrics");

@@ -20,7 +20,7 @@ use prost::Message;
 use wisp_model::status::is_deployment_completed;
 use wisp_proto::model::{Application, Deployment};
 use wisp_store::collection::{ListOptions, sort_ts};
-use wisp_store::entities::{pk, slot};
+use wisp_store::entities::slot;
 use wisp_store::insight::{
     ApplicationData, DeploymentData, InsightStore, Milestone, ProjectApplicationData,
 };
@@ -130,18 +130,9 @@ async fn collect_deployments(
         );
         from = to - MAX_COLLECT_RANGE_SECS;
     }
-    let mut projects: Vec<String> = ctx
-        .stores
-        .projects
-        .list_all(slot::PROJECT_ALL, pk::PROJECT_ALL, None)
+    let projects = crate::all_projects(ctx.stores, &ctx.settings.config_projects)
         .await
-        .map_err(|e| JobError::store(JOB, "list projects", e))?
-        .into_iter()
-        .map(|p| p.id)
-        .collect();
-    projects.extend(ctx.settings.config_projects.iter().cloned());
-    projects.sort();
-    projects.dedup();
+        .map_err(|e| JobError::store(JOB, "list projects", e))?;
 
     let mut all_stored = true;
     for project in projects {

@@ -217,6 +217,26 @@ impl<'a> JobContext<'a> {
     }
 }
 
+/// Every project: those stored in the datastore and those only the configuration names,
+/// sorted, each once.
+pub async fn all_projects(
+    stores: &Stores,
+    config_projects: &[String],
+) -> Result<Vec<String>, StoreError> {
+    use wisp_store::entities::{pk, slot};
+    let mut projects: Vec<String> = stores
+        .projects
+        .list_all(slot::PROJECT_ALL, pk::PROJECT_ALL, None)
+        .await?
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    projects.extend(config_projects.iter().cloned());
+    projects.sort();
+    projects.dedup();
+    Ok(projects)
+}
+
 /// Runs one job until it is done or the deadline passes.
 pub async fn run(job: Job, ctx: &JobContext<'_>) -> Result<JobReport, JobError> {
     let started = Instant::now();

@@ -880,9 +880,13 @@ async fn the_fleet_counts_connected_pipeds_and_open_deployments() {
     }
 
     // "other" is a project only the configuration names.
-    let fleet = wisp_jobs::fleet::measure(stores, &["other".to_string()], true)
-        .await
-        .unwrap();
+    let fleet = wisp_jobs::fleet::measure(
+        stores,
+        &["other".to_string()],
+        wisp_jobs::fleet::Scope::Everything,
+    )
+    .await
+    .unwrap();
     // The connected piped's own metrics are kept, the stale one's are not.
     assert_eq!(fleet.piped_metrics.len(), 1);
     assert_eq!(fleet.piped_metrics[0].piped_id, PIPED);

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
-use wisp_jobs::fleet::FleetMetrics;
+use wisp_jobs::fleet::{FleetMetrics, Scope};
 use wisp_jobs::{Deadline, JobContext, JobError, JobReport, JobRequest, Settings};
 use wisp_store::stores::Stores;
 
@@ -54,21 +54,19 @@ fn diagnostic(err: JobError) -> Diagnostic {
     }
 }
 
-static FLEET: std::sync::OnceLock<FleetMetrics> = std::sync::OnceLock::new();
-
 /// The jobs function's runtime loop.
 pub async fn run(stores: Stores, settings: Settings) -> Result<(), lambda_runtime::Error> {
+    // Only what the functions' metrics record: the pipeds, not their deployments.
+    let fleet = std::sync::Arc::new(FleetMetrics::new(Scope::Pipeds));
     lambda_runtime::run(service_fn(move |event| {
         let stores = stores.clone();
         let settings = settings.clone();
+        let fleet = fleet.clone();
         async move {
             let result = handle(&stores, &settings, event).await;
             // The fleet's size rides along with the jobs (the deployment chains run every
             // minute), at most once a minute per instance.
-            FLEET
-                .get_or_init(FleetMetrics::default)
-                .record(&stores, &settings.config_projects)
-                .await;
+            fleet.record(&stores, &settings.config_projects).await;
             wisp_telemetry::emf::flush();
             result
         }

@@ -480,6 +480,12 @@ pub const PIPED_METRICS_MAX_BYTES_PER_PIPED: usize = 256 * 1024;
 /// Pipeds' metrics text re-exported in all; pipeds past it are left out.
 pub const PIPED_METRICS_MAX_BYTES: usize = 16 * 1024 * 1024;
 
+/// Whether a piped's metrics text of `len` bytes is re-exported, `kept` bytes being kept
+/// already.
+pub fn piped_metrics_fit(kept: usize, len: usize) -> bool {
+    len <= PIPED_METRICS_MAX_BYTES_PER_PIPED && kept.saturating_add(len) <= PIPED_METRICS_MAX_BYTES
+}
+
 /// What one piped last reported with ReportStat (its own metrics, Prometheus text), for
 /// `reexport`.
 #[derive(Debug, Clone, PartialEq, Eq)]

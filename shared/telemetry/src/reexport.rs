@@ -47,7 +47,7 @@ pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
             skipped.pipeds += 1;
             continue;
         };
-        if text.len() > MAX_BYTES_PER_PIPED || total + text.len() > MAX_BYTES {
+        if !crate::piped_metrics_fit(total, text.len()) {
             skipped.pipeds += 1;
             continue;
         }

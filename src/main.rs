@@ -10,7 +10,6 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    cli::init_tracing(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -21,7 +20,23 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(cli::run(cli)) {
+    let exporter = {
+        let _within = runtime.enter();
+        match cli::init_tracing(&cli) {
+            Ok(exporter) => exporter,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    let result = runtime.block_on(cli::run(cli));
+    if let Some(exporter) = exporter {
+        // The SDK's thread sends the last batch through a connection on the runtime.
+        let _within = runtime.enter();
+        exporter.shutdown();
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err}");

@@ -34,6 +34,11 @@ pub struct Cli {
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, global = true, env = "WISP_LOG_JSON")]
     pub log_json: bool,
+    /// Export spans (each call, each store operation, each job run) to an OpenTelemetry
+    /// collector at this OTLP/gRPC address, e.g. `http://127.0.0.1:4317`. The SDK's
+    /// `OTEL_*` variables (service name, sampler, batching) apply.
+    #[arg(long, global = true, env = "WISP_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -75,17 +80,31 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
 }
 
-pub fn init_tracing(cli: &Cli) {
-    use tracing_subscriber::EnvFilter;
+/// Sets up logging (stderr) and, when configured, span export. Within the Tokio runtime:
+/// the exporter's connection runs on it.
+pub fn init_tracing(
+    cli: &Cli,
+) -> Result<Option<wisp_telemetry::otlp::Exporter>, wisp_telemetry::otlp::OtlpError> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
     let filter = EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if cli.log_json {
-        builder.json().init();
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = if cli.log_json {
+        logs.json().with_filter(filter).boxed()
     } else {
-        builder.init();
-    }
+        logs.with_filter(filter).boxed()
+    };
+    let (spans, exporter) = match &cli.otlp_endpoint {
+        Some(endpoint) => {
+            let (layer, exporter) =
+                wisp_telemetry::otlp::layer(endpoint, env!("CARGO_PKG_VERSION"))?;
+            (Some(layer), Some(exporter))
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(logs).with(spans).init();
+    Ok(exporter)
 }
 
 pub async fn run(cli: Cli) -> Result<(), CliError> {

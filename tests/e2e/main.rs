@@ -21,6 +21,7 @@ mod instances;
 mod lambda_e2e;
 mod metrics;
 mod migrate_cli;
+mod otlp;
 mod piped_service;
 mod revocation;
 mod serve_jobs;

@@ -42,9 +42,19 @@ impl Labels {
         op: &'static str,
         work: impl Future<Output = Result<T>>,
     ) -> Result<T> {
+        // A span of its own, so that an exported trace shows where a call's time went.
+        let span = tracing::debug_span!(
+            "store",
+            store = self.store,
+            backend = self.backend,
+            kind,
+            op,
+            outcome = tracing::field::Empty
+        );
         let started = Instant::now();
-        let result = work.await;
+        let result = tracing::Instrument::instrument(work, span.clone()).await;
         let outcome = result.as_ref().map_or_else(outcome, |_| "ok");
+        span.record("outcome", outcome);
         wisp_telemetry::record_store_operation(
             self.store,
             self.backend,

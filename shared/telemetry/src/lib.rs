@@ -208,31 +208,41 @@ pub fn grpc_code_class(code: i32) -> &'static str {
 /// The name of a gRPC status code as the gRPC spec spells it (`OK`, `UNAVAILABLE`);
 /// `UNKNOWN` for a number outside the spec.
 pub fn grpc_code_name(code: i32) -> &'static str {
-    const NAMES: [&str; 17] = [
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    ];
     usize::try_from(code)
         .ok()
-        .and_then(|i| NAMES.get(i))
+        .and_then(|i| GRPC_CODE_NAMES.get(i))
         .copied()
         .unwrap_or("UNKNOWN")
 }
+
+/// The number of a gRPC code's name (`NOT_FOUND` is 5).
+pub fn grpc_code_number(name: &str) -> Option<u8> {
+    GRPC_CODE_NAMES
+        .iter()
+        .position(|n| *n == name)
+        .and_then(|i| u8::try_from(i).ok())
+}
+
+/// gRPC's codes by number.
+const GRPC_CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
 
 /// Records one answered gRPC call.
 pub fn record_grpc_call(service: &'static str, method: &'static str, code: i32, took: Duration) {
@@ -494,6 +504,9 @@ pub struct PipedMetrics {
     pub piped_id: String,
     pub text: Vec<u8>,
 }
+
+#[cfg(feature = "otlp")]
+pub mod otlp;
 
 #[cfg(feature = "prometheus")]
 pub mod reexport;

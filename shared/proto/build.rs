@@ -37,6 +37,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         config.field_attribute(field, "#[serde(with = \"crate::base64_bytes\")]");
     }
+    // Go's encoding/json keeps the proto's own spelling of this one camelCase field.
+    config.field_attribute(
+        ".model.DeploymentMetadata.KeyValues.keyValues",
+        "#[serde(rename = \"keyValues\", alias = \"key_values\")]",
+    );
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)

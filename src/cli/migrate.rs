@@ -113,7 +113,7 @@ pub async fn run(args: MigrateArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Failure(anyhow::anyhow!("encode the report: {e}")))?;
         println!("{text}");
     } else {
-        print!("{}", table(&report));
+        print!("{}", table(&report, false, "DESTINATION"));
     }
     if !report.counts_match() {
         return Err(CliError::Failure(anyhow::anyhow!(
@@ -216,10 +216,17 @@ fn normalize(path: &Path) -> PathBuf {
     }
 }
 
-fn table(report: &MigrateReport) -> String {
+/// The per-kind counts of both sides and what was done; for a dry run, what would be
+/// done (and the destination as it is).
+pub(crate) fn table(report: &MigrateReport, dry_run: bool, destination: &str) -> String {
+    let (copied, updated) = if dry_run {
+        ("TO COPY", "TO UPDATE")
+    } else {
+        ("COPIED", "UPDATED")
+    };
     let mut out = format!(
-        "{:<18} {:>8} {:>12} {:>8} {:>8} {:>10}\n",
-        "KIND", "SOURCE", "DESTINATION", "COPIED", "UPDATED", "UNCHANGED"
+        "{:<18} {:>8} {:>12} {:>8} {:>9} {:>10}\n",
+        "KIND", "SOURCE", destination, copied, updated, "UNCHANGED"
     );
     let rows = report
         .kinds
@@ -232,18 +239,24 @@ fn table(report: &MigrateReport) -> String {
             report.objects.tally,
         )));
     for (name, source, destination, tally) in rows {
-        let mark = if source == destination {
+        let mark = if source == destination || dry_run {
             ""
         } else {
             "  <- differs"
         };
         out.push_str(&format!(
-            "{name:<18} {source:>8} {destination:>12} {:>8} {:>8} {:>10}{mark}\n",
+            "{name:<18} {source:>8} {destination:>12} {:>8} {:>9} {:>10}{mark}\n",
             tally.copied, tally.updated, tally.unchanged
         ));
     }
     let records: u64 = report.kinds.iter().map(|k| k.source).sum();
-    if report.counts_match() {
+    if dry_run {
+        out.push_str(&format!(
+            "dry run: {} records and {} objects would be written; nothing was\n",
+            report.kinds.iter().map(|k| k.tally.written()).sum::<u64>(),
+            report.objects.tally.written()
+        ));
+    } else if report.counts_match() {
         out.push_str(&format!(
             "counts match: {records} records, {} objects{}\n",
             report.objects.source,
@@ -259,13 +272,13 @@ fn table(report: &MigrateReport) -> String {
 
 /// The progress display: one bar (or spinner) per stage on stderr, drawn only when
 /// stderr is a terminal.
-struct Bar {
+pub(crate) struct Bar {
     visible: bool,
     current: Mutex<Option<ProgressBar>>,
 }
 
 impl Bar {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Bar {
             visible: std::io::stderr().is_terminal(),
             current: Mutex::new(None),
@@ -277,7 +290,7 @@ impl Bar {
         current.as_ref().map(f)
     }
 
-    fn clear(&self) {
+    pub(crate) fn clear(&self) {
         if let Ok(mut current) = self.current.lock()
             && let Some(bar) = current.take()
         {

@@ -10,6 +10,7 @@ mod aws;
 mod bridge;
 mod console;
 mod flags;
+mod import;
 mod jobs;
 mod listen;
 mod migrate;
@@ -66,6 +67,9 @@ pub enum Command {
     Bridge(bridge::BridgeArgs),
     /// Copy every record and object from the stores of one config to those of another.
     Migrate(migrate::MigrateArgs),
+    /// Copy another control plane's state into Wisp's stores: `wisp import pipecd`.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Set up the AWS stores a config names (DynamoDB table, S3 bucket).
     #[command(subcommand)]
     Aws(aws::AwsCommand),
@@ -116,6 +120,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::ApiKey(cmd) => api_key::run(cmd).await,
         Command::Bridge(args) => bridge::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,
+        Command::Import(cmd) => import::run(cmd).await,
         Command::Aws(cmd) => aws::run(cmd).await,
         Command::Console(cmd) => console::run(cmd).await,
         Command::Jobs(cmd) => jobs::run(cmd).await,

@@ -119,6 +119,22 @@ impl S3Filestore {
         )
     }
 
+    /// A MinIO bucket (upstream's `type: MINIO` filestore) through the S3 API: its
+    /// endpoint, path-style addressing, and the access keys MinIO was given.
+    pub async fn for_minio(
+        endpoint: &str,
+        bucket: impl Into<String>,
+        access_key: String,
+        secret_key: String,
+    ) -> Result<Self> {
+        // MinIO ignores the region, but the SDK signs with one.
+        let loader = sdk_config_loader(Some("us-east-1".into()), Some(endpoint.to_owned()))
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                access_key, secret_key, None, None, "minio",
+            ));
+        Self::from_sdk_config(&loader.load().await, bucket, None)
+    }
+
     pub fn client(&self) -> &Client {
         &self.client
     }

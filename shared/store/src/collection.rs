@@ -32,6 +32,18 @@ pub trait Entity: Message + Default + Clone + Send + Sync + 'static {
     }
 }
 
+/// The record that stores `entity` (its index entries and expiry included), at `version`.
+pub fn record_of<E: Entity>(entity: &E, version: u64) -> Record {
+    Record {
+        id: entity.id().to_string(),
+        project_id: entity.project_id().to_string(),
+        version,
+        data: entity.encode_to_vec(),
+        indexes: entity.index_keys(),
+        expires_at: entity.expires_at(),
+    }
+}
+
 /// Zero-padded decimal so that string order equals numeric order (negative clamps to 0).
 pub fn sort_ts(ts: i64) -> String {
     format!("{:020}", ts.max(0))
@@ -127,14 +139,7 @@ impl<E: Entity> Collection<E> {
     }
 
     fn encode(entity: &E, version: u64) -> Record {
-        Record {
-            id: entity.id().to_string(),
-            project_id: entity.project_id().to_string(),
-            version,
-            data: entity.encode_to_vec(),
-            indexes: entity.index_keys(),
-            expires_at: entity.expires_at(),
-        }
+        record_of(entity, version)
     }
 
     /// Any project; for callers that check ownership themselves (e.g. the piped verifier).

@@ -90,6 +90,14 @@ pub struct MigrateOptions {
     pub concurrency: usize,
     /// Ignore (and replace) any checkpoint: copy from the beginning.
     pub restart: bool,
+    /// Compare only: tally what would be copied or updated, write nothing (no record, no
+    /// object, no checkpoint).
+    pub dry_run: bool,
+    /// Verify by looking up each source record and object in the destination instead of
+    /// counting the destination whole: a destination that holds data of its own (an
+    /// import into a running Wisp) still verifies. The report's `destination` is then
+    /// how many of the source's are there.
+    pub verify_presence: bool,
 }
 
 impl MigrateOptions {
@@ -100,6 +108,8 @@ impl MigrateOptions {
             page_size: 100,
             concurrency: 8,
             restart: false,
+            dry_run: false,
+            verify_presence: false,
         }
     }
 }
@@ -194,6 +204,23 @@ pub trait CheckpointStore: Send + Sync {
     fn save(&self, checkpoint: &Checkpoint) -> Result<(), MigrateError>;
     /// Forgets the checkpoint (absent is fine).
     fn clear(&self) -> Result<(), MigrateError>;
+}
+
+/// Keeps nothing: a dry run neither resumes nor leaves a position behind.
+struct NoCheckpoint;
+
+impl CheckpointStore for NoCheckpoint {
+    fn load(&self) -> Result<Option<Checkpoint>, MigrateError> {
+        Ok(None)
+    }
+
+    fn save(&self, _checkpoint: &Checkpoint) -> Result<(), MigrateError> {
+        Ok(())
+    }
+
+    fn clear(&self) -> Result<(), MigrateError> {
+        Ok(())
+    }
 }
 
 /// A checkpoint as a small JSON file, replaced atomically (write beside, then rename).
@@ -423,6 +450,11 @@ pub async fn migrate(
             "page size and concurrency must be at least 1".into(),
         ));
     }
+    let checkpoints: &dyn CheckpointStore = if options.dry_run {
+        &NoCheckpoint
+    } else {
+        checkpoints
+    };
     let mut checkpoint = start_checkpoint(options, progress, checkpoints)?;
     let resumed = checkpoint.processed() > 0
         || !checkpoint.kinds_done.is_empty()
@@ -494,14 +526,26 @@ pub async fn migrate(
         )
         .await
         .map_err(store_err(format!("count the source's {kind} records")))?;
-        let destination = count_records(
-            to.datastore,
-            kind,
-            Some(cutoff),
-            options.page_size,
-            progress,
-        )
-        .await
+        let destination = if options.verify_presence {
+            count_present_records(
+                from.datastore,
+                to.datastore,
+                kind,
+                cutoff,
+                options,
+                progress,
+            )
+            .await
+        } else {
+            count_records(
+                to.datastore,
+                kind,
+                Some(cutoff),
+                options.page_size,
+                progress,
+            )
+            .await
+        }
         .map_err(store_err(format!("count the destination's {kind} records")))?;
         kinds.push(KindReport {
             kind,
@@ -518,9 +562,12 @@ pub async fn migrate(
     let source = count_objects(from.filestore, options.page_size, progress)
         .await
         .map_err(store_err("count the source's objects"))?;
-    let destination = count_objects(to.filestore, options.page_size, progress)
-        .await
-        .map_err(store_err("count the destination's objects"))?;
+    let destination = if options.verify_presence {
+        count_present_objects(from.filestore, to.filestore, options, progress).await
+    } else {
+        count_objects(to.filestore, options.page_size, progress).await
+    }
+    .map_err(store_err("count the destination's objects"))?;
     progress.finish();
 
     let mut report = MigrateReport {
@@ -613,7 +660,7 @@ async fn copy_kind(
         };
         let now = now_unix();
         let outcomes: Vec<Outcome> = stream::iter(page.records.into_iter().map(|(r, _)| r))
-            .map(|record| copy_record(to.datastore, kind, record, now))
+            .map(|record| copy_record(to.datastore, kind, record, now, options.dry_run))
             .buffer_unordered(options.concurrency)
             .try_collect()
             .await?;
@@ -653,11 +700,20 @@ async fn copy_record(
     kind: Kind,
     record: Record,
     now: i64,
+    dry_run: bool,
 ) -> Result<Outcome, MigrateError> {
     if record.expires_at.is_some_and(|t| t <= now) {
         return Ok(Outcome::Expired);
     }
     let what = || format!("copy {kind} {}", record.id);
+    if dry_run {
+        return match to.get(kind, &record.id).await {
+            Ok(current) if same_record(&current, &record) => Ok(Outcome::Unchanged),
+            Ok(_) => Ok(Outcome::Updated),
+            Err(StoreError::NotFound(_)) => Ok(Outcome::Copied),
+            Err(e) => Err(store_err(what())(e)),
+        };
+    }
     for _ in 0..MAX_ATTEMPTS {
         match to.create(kind, record.clone()).await {
             Ok(()) => return Ok(Outcome::Copied),
@@ -711,7 +767,7 @@ async fn copy_objects(
             break;
         };
         let outcomes: Vec<Outcome> = stream::iter(page.objects)
-            .map(|attrs| copy_object(from.filestore, to.filestore, attrs))
+            .map(|attrs| copy_object(from.filestore, to.filestore, attrs, options.dry_run))
             .buffer_unordered(options.concurrency)
             .try_collect()
             .await?;
@@ -738,6 +794,7 @@ async fn copy_object(
     from: &dyn Filestore,
     to: &dyn Filestore,
     attrs: ObjectAttrs,
+    dry_run: bool,
 ) -> Result<Outcome, MigrateError> {
     let path = attrs.path;
     let what = || format!("copy object {path}");
@@ -772,6 +829,9 @@ async fn copy_object(
             Some(current) if current.data == data => return Ok(Outcome::Unchanged),
             Some(current) => (PutCondition::Matches(current.etag), Outcome::Updated),
         };
+        if dry_run {
+            return Ok(outcome);
+        }
         match to.put(&path, data, condition).await {
             Ok(_) => return Ok(outcome),
             // Someone else wrote it meanwhile: look again.
@@ -808,6 +868,76 @@ async fn count_records(
         progress.advance(page.records.len() as u64);
         match page.records.last() {
             Some((_, c)) if page.more => cursor = Some(c.clone()),
+            _ => break,
+        }
+    }
+    Ok(count)
+}
+
+/// How many of the source's live records of `kind` the destination holds.
+async fn count_present_records(
+    from: &dyn Datastore,
+    to: &dyn Datastore,
+    kind: Kind,
+    cutoff: i64,
+    options: &MigrateOptions,
+    progress: &dyn MigrateProgress,
+) -> Result<u64, StoreError> {
+    let mut count = 0;
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = from
+            .scan(kind, cursor.as_deref(), options.page_size)
+            .await?;
+        let found: Vec<bool> = stream::iter(
+            page.records
+                .iter()
+                .filter(|(r, _)| r.expires_at.is_none_or(|t| t > cutoff)),
+        )
+        .map(|(r, _)| async move {
+            match to.get(kind, &r.id).await {
+                Ok(_) => Ok(true),
+                Err(StoreError::NotFound(_)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+        .buffer_unordered(options.concurrency)
+        .try_collect()
+        .await?;
+        count += found.iter().filter(|f| **f).count() as u64;
+        progress.advance(page.records.len() as u64);
+        match page.records.last() {
+            Some((_, c)) if page.more => cursor = Some(c.clone()),
+            _ => break,
+        }
+    }
+    Ok(count)
+}
+
+/// How many of the source's objects the destination holds (a listing of each path: an
+/// existing path is the first key under itself).
+async fn count_present_objects(
+    from: &dyn Filestore,
+    to: &dyn Filestore,
+    options: &MigrateOptions,
+    progress: &dyn MigrateProgress,
+) -> Result<u64, StoreError> {
+    let mut count = 0;
+    let mut after: Option<String> = None;
+    loop {
+        let page = from.list("", after.as_deref(), options.page_size).await?;
+        let found: Vec<bool> = stream::iter(page.objects.iter())
+            .map(|o| async move {
+                let listed = to.list(&o.path, None, 1).await?;
+                Ok::<_, StoreError>(listed.objects.first().is_some_and(|d| d.path == o.path))
+            })
+            .buffer_unordered(options.concurrency)
+            .try_collect()
+            .await?;
+        count += found.iter().filter(|f| **f).count() as u64;
+        progress.advance(page.objects.len() as u64);
+        match page.next {
+            Some(next) if !page.objects.is_empty() => after = Some(next),
             _ => break,
         }
     }

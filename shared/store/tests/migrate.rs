@@ -628,3 +628,120 @@ async fn progress_knows_the_totals() {
     assert_eq!(sums[2], records, "{events:?}");
     assert_eq!(sums[3], seeded_objects().len(), "{events:?}");
 }
+
+#[tokio::test]
+async fn a_dry_run_tallies_what_would_move_and_writes_nothing() {
+    let from = seeded_source().await;
+    let to = Side::new();
+    let checkpoints = MemoryCheckpoint::new();
+    let mut dry = options();
+    dry.dry_run = true;
+
+    let report = migrate(
+        from.backends(),
+        to.backends(),
+        &dry,
+        &NoProgress,
+        &checkpoints,
+    )
+    .await
+    .expect("dry run");
+    for kind in Kind::ALL {
+        assert_eq!(tally(&report, kind).copied, PER_KIND as u64, "{kind}");
+        assert!(to.records(kind).await.is_empty(), "{kind} written");
+    }
+    assert_eq!(report.objects.tally.copied, seeded_objects().len() as u64);
+    assert!(to.objects().await.is_empty(), "objects written");
+    assert_eq!(
+        checkpoints.current(),
+        None,
+        "a dry run leaves no checkpoint"
+    );
+
+    // After the real run, one changed record is what a dry run reports.
+    run(&from, to.backends(), &checkpoints)
+        .await
+        .expect("migrate");
+    let mut changed = from
+        .ds
+        .get(Kind::Deployment, "deployment-03")
+        .await
+        .expect("get");
+    let version = changed.version;
+    changed.data = b"deployment #3: completed".to_vec();
+    from.ds
+        .put(Kind::Deployment, changed, version)
+        .await
+        .expect("update");
+    let report = migrate(
+        from.backends(),
+        to.backends(),
+        &dry,
+        &NoProgress,
+        &checkpoints,
+    )
+    .await
+    .expect("dry run");
+    let t = tally(&report, Kind::Deployment);
+    assert_eq!((t.updated, t.unchanged), (1, PER_KIND as u64 - 1), "{t:?}");
+    assert_ne!(
+        to.ds
+            .get(Kind::Deployment, "deployment-03")
+            .await
+            .expect("get")
+            .data,
+        b"deployment #3: completed".to_vec(),
+        "a dry run wrote the change"
+    );
+}
+
+#[tokio::test]
+async fn verifying_presence_ignores_the_destinations_own_data_but_not_a_missing_record() {
+    let from = seeded_source().await;
+    let to = Side::new();
+    to.ds
+        .create(Kind::Project, record(Kind::Project, 42))
+        .await
+        .expect("extra");
+    to.fs
+        .put("insights/extra", b"x".to_vec(), PutCondition::Absent)
+        .await
+        .expect("extra object");
+    let mut presence = options();
+    presence.verify_presence = true;
+    let report = migrate(
+        from.backends(),
+        to.backends(),
+        &presence,
+        &NoProgress,
+        &MemoryCheckpoint::new(),
+    )
+    .await
+    .expect("migrate");
+    assert!(report.counts_match, "{report:#?}");
+
+    // A record the destination lost since is missed by the next verification.
+    let lost = to.ds.get(Kind::Piped, "piped-02").await.expect("get");
+    to.ds
+        .delete(Kind::Piped, "piped-02", lost.version)
+        .await
+        .expect("delete");
+    let mut verify_only = presence.clone();
+    verify_only.dry_run = true;
+    let report = migrate(
+        from.backends(),
+        to.backends(),
+        &verify_only,
+        &NoProgress,
+        &MemoryCheckpoint::new(),
+    )
+    .await
+    .expect("dry run");
+    assert_eq!(
+        report.mismatches(),
+        vec![format!(
+            "Piped: source {PER_KIND}, destination {}",
+            PER_KIND - 1
+        )]
+    );
+}

@@ -1,0 +1,228 @@
+//! `wisp import pipecd --from CONFIG`: copies an upstream PipeCD control plane's state
+//! (its MySQL datastore and its filestore, as its control-plane config names them) into
+//! the stores this command's own flags name, with `wisp migrate`'s engine: a progress bar,
+//! resuming from a checkpoint, the per-kind counts of both sides at the end (exit 1 when
+//! they differ), and `--dry-run`.
+//!
+//! Records keep their ids, timestamps and key hashes: pipeds keep their ids and keys,
+//! API keys keep working. docs/MIGRATE-FROM-PIPECD.md gives the steps around it.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use wisp_config::{Config, DatastoreConfig, FilestoreConfig};
+use wisp_store::filestore::Filestore;
+use wisp_store::migrate::{Backends, FileCheckpoint, MigrateError, MigrateOptions, migrate};
+
+use crate::cli::migrate::{Bar, table};
+use crate::cli::stores::StoreArgs;
+use crate::error::CliError;
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// Copy an upstream PipeCD control plane's datastore (MySQL) and filestore (S3,
+    /// MinIO or a directory) into Wisp's stores.
+    Pipecd(PipecdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PipecdArgs {
+    /// The upstream control plane's config (its control-plane-config.yaml): where its
+    /// MySQL datastore and its filestore are.
+    #[arg(long, value_name = "CONFIG")]
+    pub from: PathBuf,
+    /// Compare only: report what would be copied or updated, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Start from the beginning, ignoring where an interrupted run stopped.
+    #[arg(long)]
+    pub restart: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub stores: StoreArgs,
+}
+
+pub async fn run(cmd: ImportCommand) -> Result<(), CliError> {
+    match cmd {
+        ImportCommand::Pipecd(args) => pipecd(args).await,
+    }
+}
+
+async fn pipecd(args: PipecdArgs) -> Result<(), CliError> {
+    if !args.from.is_file() {
+        return Err(CliError::Usage(format!(
+            "--from config {} does not exist",
+            args.from.display()
+        )));
+    }
+    let mut upstream = Config::from_file(&args.from).map_err(|e| CliError::Usage(e.to_string()))?;
+    if let Some(base) = canonical(&args.from).parent() {
+        upstream.resolve_relative_paths(base);
+    }
+    let DatastoreConfig::MySql(mysql) = &upstream.spec.datastore else {
+        return Err(CliError::Usage(format!(
+            "--from {}: the datastore is {}; `wisp import pipecd` reads MYSQL (Firestore: see docs/MIGRATE-FROM-PIPECD.md)",
+            args.from.display(),
+            upstream.spec.datastore.store_type().as_str()
+        )));
+    };
+    let source_files = open_upstream_filestore(&upstream.spec.filestore, &args.from).await?;
+    let source_records = wisp_import::UpstreamMysql::connect(mysql)
+        .await
+        .map_err(|e| CliError::Failure(anyhow::anyhow!("{e}")))?;
+
+    // The stores alone: opening the app on the defaults would first create the
+    // quickstart project there, which the source does not have.
+    let loaded = wisp_app::sources::load(&args.stores.sources(wisp_app::KeySource::None)).await?;
+    let destination = wisp_app::stores::open(&loaded.config, &args.stores.data_dir).await?;
+    let checkpoints = FileCheckpoint::new(checkpoint_path(&args.stores));
+    let mut options = MigrateOptions::new(
+        format!("pipecd:{}", canonical(&args.from).display()),
+        destination_name(&args.stores),
+    );
+    options.restart = args.restart;
+    options.dry_run = args.dry_run;
+    // Wisp's stores may hold projects and pipeds of their own (the quickstart project):
+    // what must hold is that every upstream record and object is there.
+    options.verify_presence = true;
+    let progress = Bar::new();
+    let result = migrate(
+        Backends {
+            datastore: &source_records,
+            filestore: source_files.as_ref(),
+        },
+        Backends {
+            datastore: destination.datastore.as_ref(),
+            filestore: destination.filestore.as_ref(),
+        },
+        &options,
+        &progress,
+        &checkpoints,
+    )
+    .await;
+    progress.clear();
+    source_records.disconnect().await;
+    let report = result.map_err(|e| match e {
+        MigrateError::Store { .. } => CliError::Failure(anyhow::anyhow!(
+            "import stopped: {e}; run the same command again to resume from {}",
+            checkpoints.path().display()
+        )),
+        MigrateError::Checkpoint(_) | MigrateError::Options(_) => {
+            CliError::Failure(anyhow::anyhow!("{e}"))
+        }
+    })?;
+
+    if args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| CliError::Failure(anyhow::anyhow!("encode the report: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", table(&report, args.dry_run, "IN WISP"));
+    }
+    if !args.dry_run && !report.counts_match() {
+        return Err(CliError::Failure(anyhow::anyhow!(
+            "counts differ after the import ({}); was the upstream control plane still \
+             writing, or did Wisp's stores hold other data? Run again to copy what changed",
+            report.mismatches().join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// Upstream's filestore, read where its config says: S3, MinIO (through the S3 API), or
+/// a directory holding a copy of the bucket (`type: LOCAL`, `config.path`).
+async fn open_upstream_filestore(
+    config: &FilestoreConfig,
+    from: &Path,
+) -> Result<Box<dyn Filestore>, CliError> {
+    let failed = |what: String, e: &dyn std::fmt::Display| {
+        CliError::Failure(anyhow::anyhow!("the upstream filestore ({what}): {e}"))
+    };
+    match config {
+        FilestoreConfig::S3(c) => {
+            let fs = wisp_store_aws::open::open_filestore(c)
+                .await
+                .map_err(|e| failed(format!("S3 bucket {}", c.bucket), &e))?;
+            Ok(Box::new(fs))
+        }
+        FilestoreConfig::Minio(c) => {
+            let read = |path: &Option<PathBuf>, field: &str| -> Result<String, CliError> {
+                let path = path.as_ref().ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "--from {}: filestore.config.{field} is required for MINIO",
+                        from.display()
+                    ))
+                })?;
+                std::fs::read_to_string(path)
+                    .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
+                    .map_err(|e| {
+                        CliError::Usage(format!(
+                            "filestore.config.{field}: cannot read {}: {e}",
+                            path.display()
+                        ))
+                    })
+            };
+            let fs = wisp_store_aws::s3::S3Filestore::for_minio(
+                &c.endpoint,
+                c.bucket.clone(),
+                read(&c.access_key_file, "accessKeyFile")?,
+                read(&c.secret_key_file, "secretKeyFile")?,
+            )
+            .await
+            .map_err(|e| failed(format!("MinIO bucket {} at {}", c.bucket, c.endpoint), &e))?;
+            Ok(Box::new(fs))
+        }
+        FilestoreConfig::Local(c) => {
+            let Some(dir) = &c.dir else {
+                return Err(CliError::Usage(format!(
+                    "--from {}: a LOCAL filestore needs config.dir (the directory holding a copy of upstream's bucket)",
+                    from.display()
+                )));
+            };
+            if !dir.is_dir() {
+                return Err(CliError::Usage(format!(
+                    "--from {}: the filestore directory {} does not exist",
+                    from.display(),
+                    dir.display()
+                )));
+            }
+            let fs = wisp_store_embedded::LocalFilestore::open(dir)
+                .map_err(|e| failed(dir.display().to_string(), &e))?;
+            Ok(Box::new(fs))
+        }
+        FilestoreConfig::Gcs(_) => Err(CliError::Usage(format!(
+            "--from {}: a GCS filestore cannot be read from here; copy the bucket to a directory \
+             (`gcloud storage rsync -r gs://BUCKET DIR`) and name it as a LOCAL filestore \
+             (see docs/MIGRATE-FROM-PIPECD.md)",
+            from.display()
+        ))),
+    }
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Names the destination in the checkpoint.
+fn destination_name(stores: &StoreArgs) -> String {
+    match (&stores.config, &stores.config_secret) {
+        (Some(path), _) => canonical(path).display().to_string(),
+        (None, Some(secret)) => format!("secret:{secret}"),
+        (None, None) => canonical(&stores.data_dir).display().to_string(),
+    }
+}
+
+/// Where the position of an unfinished import is kept: beside the destination's config,
+/// or in its data directory.
+fn checkpoint_path(stores: &StoreArgs) -> PathBuf {
+    match &stores.config {
+        Some(path) => {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".import-state.json");
+            PathBuf::from(name)
+        }
+        None => stores.data_dir.join("import-state.json"),
+    }
+}

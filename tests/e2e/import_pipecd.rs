@@ -348,6 +348,69 @@ async fn an_upstream_control_plane_moves_to_wisp_with_its_keys() {
     assert!(!log.completed);
 }
 
+/// Upstream's `type: MINIO` filestore, read through the S3 API (moto_server stands in
+/// for MinIO: path-style, the keys from the files upstream's config names).
+#[tokio::test]
+async fn a_minio_filestore_is_read_through_the_s3_api() {
+    let Some(url) = std::env::var(MYSQL_VAR).ok().filter(|v| !v.is_empty()) else {
+        return support::aws::skip("import_pipecd_minio", &format!("{MYSQL_VAR} is not set"))
+            .unwrap_or(());
+    };
+    let Some(env) = support::aws::AwsEnv::from_env("import_pipecd_minio") else {
+        return;
+    };
+    let work = tempfile::tempdir().expect("tempdir");
+    let database = seed_mysql(&url).await;
+    let bucket = support::aws::unique_name("pipecd");
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&env.sdk_config(&env.moto).await)
+            .force_path_style(true)
+            .build(),
+    );
+    s3.create_bucket()
+        .bucket(&bucket)
+        .send()
+        .await
+        .expect("bucket");
+    let log = format!("log/{DEPLOYMENT_ID}/{STAGE_ID}/0.txt");
+    s3.put_object()
+        .bucket(&bucket)
+        .key(&log)
+        .body(b"{\"index\":1,\"log\":\"from MinIO\"}\nEOL".to_vec().into())
+        .send()
+        .await
+        .expect("put");
+    std::fs::write(work.path().join("access-key"), "wispTest\n").expect("write");
+    std::fs::write(work.path().join("secret-key"), "wispTest\n").expect("write");
+    let from = upstream_config(work.path(), &url, &database, work.path());
+    let config = std::fs::read_to_string(&from).expect("read");
+    let (head, _) = config
+        .split_once("  filestore:")
+        .expect("a filestore section");
+    std::fs::write(
+        &from,
+        format!(
+            "{head}  filestore:\n    type: MINIO\n    config:\n      endpoint: {}\n      bucket: {bucket}\n      accessKeyFile: {}\n      secretKeyFile: {}\n",
+            env.moto,
+            work.path().join("access-key").display(),
+            work.path().join("secret-key").display()
+        ),
+    )
+    .expect("write");
+
+    let wisp_dir = support::empty_data_dir();
+    let out = import(wisp_dir.path(), &from, &["--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON report");
+    assert_eq!(report["objects"]["copied"], 1, "{report}");
+    let copied = std::fs::read_to_string(wisp_dir.path().join("filestore").join(&log))
+        .expect("the stage log in Wisp's filestore");
+    assert!(
+        copied.contains("from MinIO") && copied.ends_with("EOL"),
+        "{copied}"
+    );
+}
+
 #[test]
 fn a_config_without_a_mysql_datastore_is_refused_with_the_way_out() {
     let work = tempfile::tempdir().expect("tempdir");

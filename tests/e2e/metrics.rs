@@ -274,7 +274,7 @@ async fn job_runs_show_on_metrics() {
         .as_secs_f64();
     let wisp =
         Wisp::start_with_jobs("  jobs:\n    orphanCommands: {interval: 1s, commandTimeout: 1s}\n");
-    let job = [("job", "orphan-commands")];
+    let job = [("job_name", "orphan-commands")];
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let m = loop {
         let m = Scrape::from(&wisp).await;

@@ -409,26 +409,26 @@ pub fn record_job_run(job: &'static str, run: JobRun) {
         Some(false) => "partial",
         None => "failed",
     };
-    metrics::counter!(JOB_RUNS, "job" => job, "outcome" => outcome).increment(1);
+    metrics::counter!(JOB_RUNS, "job_name" => job, "outcome" => outcome).increment(1);
     if lean() {
         // The jobs function's own Duration covers the time; items that failed are what an
         // alarm needs.
-        metrics::counter!(JOB_ITEMS, "job" => job, "result" => "failed").increment(run.failed);
+        metrics::counter!(JOB_ITEMS, "job_name" => job, "result" => "failed").increment(run.failed);
         return;
     }
-    metrics::histogram!(JOB_DURATION, "job" => job).record(run.took.as_secs_f64());
+    metrics::histogram!(JOB_DURATION, "job_name" => job).record(run.took.as_secs_f64());
     for (result, n) in [
         ("examined", run.examined),
         ("changed", run.changed),
         ("failed", run.failed),
     ] {
-        metrics::counter!(JOB_ITEMS, "job" => job, "result" => result).increment(n);
+        metrics::counter!(JOB_ITEMS, "job_name" => job, "result" => result).increment(n);
     }
     if run.finished.is_some() {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        metrics::gauge!(JOB_LAST_SUCCESS, "job" => job).set(now);
+        metrics::gauge!(JOB_LAST_SUCCESS, "job_name" => job).set(now);
     }
 }
 
@@ -678,7 +678,7 @@ mod tests {
         ));
         assert!(has(
             &detailed,
-            "wisp_job_runs_total{job=insights,outcome=failed}"
+            "wisp_job_runs_total{job_name=insights,outcome=failed}"
         ));
         assert!(
             !detailed
@@ -693,6 +693,14 @@ mod tests {
             &prometheus,
             "wisp_store_operations_total{backend=dynamodb,kind=Piped,op=get,outcome=not_found,store=datastore}"
         ));
+        // Prometheus sets `job` and `instance` on every sample it scrapes: a metric's own
+        // label of either name would be renamed `exported_…` and lost to queries.
+        for key in prometheus.iter().chain(&detailed) {
+            assert!(
+                !key.contains("{job=") && !key.contains(",job=") && !key.contains("instance="),
+                "{key} has a label Prometheus owns"
+            );
+        }
     }
 
     #[test]

@@ -143,6 +143,7 @@ async fn load(path: &Path, flag: &str, data_dir: &Path) -> Result<Loaded, CliErr
         config: wisp_app::ConfigSource::File(path.to_path_buf()),
         key: wisp_app::KeySource::None,
         data_dir: data_dir.to_path_buf(),
+        in_process_cache: false,
     })
     .await?
     .config;

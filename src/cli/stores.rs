@@ -42,6 +42,7 @@ impl StoreArgs {
             config,
             key,
             data_dir: self.data_dir.clone(),
+            in_process_cache: false,
         }
     }
 

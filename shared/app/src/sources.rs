@@ -8,10 +8,18 @@
 //! | `WISP_CONFIG_FILE` | a config file instead (local runs, `cargo lambda watch`) |
 //! | `WISP_ENCRYPTION_KEY_SECRET` | name or ARN of the secret holding the encryption key (optional) |
 //! | `WISP_ENCRYPTION_KEY_FILE` | a key file instead (optional) |
+//! | `WISP_CACHE` | `MEMORY`: this function keeps its cache in process, whatever cache the config names |
+//!
+//! `WISP_CACHE=MEMORY` is for a function that cannot reach the config's Redis (the
+//! Terraform module and the SAM template keep the http function out of the VPC, so that
+//! its SSO exchange reaches GitHub or the OIDC provider). Without it such a function would
+//! wait out the Redis timeout on every cache call and then count nothing: the login
+//! throttle would let every attempt through. In process it counts per instance, as in
+//! every deployment without Redis.
 
 use std::path::{Path, PathBuf};
 
-use wisp_config::{Config, EncryptionKey};
+use wisp_config::{CacheBackend, Config, EncryptionKey, MemoryCacheConfig};
 
 use crate::error::AppError;
 
@@ -19,6 +27,7 @@ pub const CONFIG_SECRET_ENV: &str = "WISP_CONFIG_SECRET";
 pub const CONFIG_FILE_ENV: &str = "WISP_CONFIG_FILE";
 pub const ENCRYPTION_KEY_SECRET_ENV: &str = "WISP_ENCRYPTION_KEY_SECRET";
 pub const ENCRYPTION_KEY_FILE_ENV: &str = "WISP_ENCRYPTION_KEY_FILE";
+pub const CACHE_ENV: &str = "WISP_CACHE";
 
 /// File name, under the data directory, of the key made when none is given
 /// ([`KeySource::DataDir`]).
@@ -59,6 +68,8 @@ pub struct Sources {
     pub key: KeySource,
     /// Where `LOCAL` stores without a path live, and the [`KeySource::DataDir`] key.
     pub data_dir: PathBuf,
+    /// The in-process cache whatever the configuration names (`WISP_CACHE=MEMORY`).
+    pub in_process_cache: bool,
 }
 
 impl Sources {
@@ -75,11 +86,21 @@ impl Sources {
             (None, Some(path)) => KeySource::File(path.into()),
             (None, None) => KeySource::None,
         };
+        let in_process_cache = match env(CACHE_ENV) {
+            None => false,
+            Some(v) if v.trim().eq_ignore_ascii_case("MEMORY") => true,
+            Some(v) => {
+                return Err(AppError::Unsupported(format!(
+                    "{CACHE_ENV}={v}: only MEMORY (the in-process cache) overrides the config's cache"
+                )));
+            }
+        };
         // Lambda's only writable directory; the AWS stores do not use it.
         Ok(Sources {
             config,
             key,
             data_dir: PathBuf::from("/tmp/wisp"),
+            in_process_cache,
         })
     }
 }
@@ -116,6 +137,9 @@ pub async fn load(sources: &Sources) -> Result<Loaded, AppError> {
         load_key(sources, client.as_ref())
     );
     let (mut config, defaults) = config?;
+    if sources.in_process_cache {
+        config.spec.cache.backend = CacheBackend::Memory(MemoryCacheConfig::default());
+    }
     config.fill_local_defaults(&sources.data_dir);
     config.ensure_supported()?;
     Ok(Loaded {
@@ -239,6 +263,7 @@ mod tests {
             config: ConfigSource::Defaults,
             key: KeySource::DataDir,
             data_dir: dir.path().to_path_buf(),
+            in_process_cache: false,
         };
         let loaded = load(&sources).await.unwrap();
         assert!(loaded.defaults);
@@ -254,6 +279,7 @@ mod tests {
             config: ConfigSource::File("/nonexistent/wisp.yaml".into()),
             key: KeySource::None,
             data_dir: "/tmp/unused".into(),
+            in_process_cache: false,
         };
         let err = load(&sources).await.unwrap_err();
         assert!(err.is_operator_error(), "{err:?}");
@@ -273,9 +299,35 @@ mod tests {
             config: ConfigSource::File(path),
             key: KeySource::None,
             data_dir: dir.path().to_path_buf(),
+            in_process_cache: false,
         };
         let err = load(&sources).await.unwrap_err();
         assert!(matches!(err, AppError::Config(_)), "{err:?}");
         assert!(err.is_operator_error());
+    }
+
+    #[tokio::test]
+    async fn in_process_cache_replaces_the_configs_redis() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n  cache:\n    type: REDIS\n    config:\n      address: cache.example:6379\n",
+        )
+        .unwrap();
+        let mut sources = Sources {
+            config: ConfigSource::File(path),
+            key: KeySource::None,
+            data_dir: dir.path().to_path_buf(),
+            in_process_cache: false,
+        };
+        let named = load(&sources).await.unwrap().config;
+        assert!(matches!(named.spec.cache.backend, CacheBackend::Redis(_)));
+        sources.in_process_cache = true;
+        let overridden = load(&sources).await.unwrap().config;
+        assert!(matches!(
+            overridden.spec.cache.backend,
+            CacheBackend::Memory(_)
+        ));
     }
 }

@@ -41,7 +41,9 @@ resource "aws_vpc_security_group_egress_rule" "alb_https" {
 }
 
 resource "aws_lb" "this" {
-  #checkov:skip=CKV2_AWS_28:A WAF web ACL is the operator's choice (and cost); every route authenticates its callers (piped keys, API keys, session cookies).
+  #checkov:skip=CKV2_AWS_28:A WAF web ACL is an input (waf_web_acl_arn, or create_waf_web_acl for the module's /auth/* rate rule): its cost is the operator's choice, and every route authenticates its callers.
+  #checkov:skip=CKV2_AWS_76:The module's web ACL (create_waf_web_acl) only rate-limits /auth/*; the Log4j managed rules inspect bodies, the pipeds' gRPC-web bodies are binary protobuf, and nothing here runs Java.
+  #checkov:skip=CKV_AWS_91:Access logs are an input (alb_access_logs_bucket, or create_alb_access_logs_bucket): every piped poll is a logged request, about 0.3 GB a month per piped.
   name                       = var.name
   load_balancer_type         = "application"
   internal                   = var.alb_internal
@@ -52,13 +54,16 @@ resource "aws_lb" "this" {
   drop_invalid_header_fields = true
 
   dynamic "access_logs" {
-    for_each = var.alb_access_logs_bucket == null ? [] : [1]
+    for_each = local.access_logs_bucket == null ? [] : [1]
     content {
-      bucket  = var.alb_access_logs_bucket
+      bucket  = local.access_logs_bucket
       prefix  = var.name
       enabled = true
     }
   }
+
+  # The load balancer checks that it may write to the bucket when logs are turned on.
+  depends_on = [aws_s3_bucket_policy.alb_logs]
 
   tags = local.tags
 }
@@ -84,11 +89,14 @@ resource "aws_lb_target_group" "function" {
   tags = local.tags
 }
 
+# The target is the live alias, not the function: a release or a rollback moves the alias,
+# and the load balancer follows without a change of its own.
 resource "aws_lambda_permission" "alb" {
   for_each      = local.alb_functions
   statement_id  = "AllowALBInvoke"
   action        = "lambda:InvokeFunction"
   function_name = aws_lambda_function.this[each.key].function_name
+  qualifier     = aws_lambda_alias.live[each.key].name
   principal     = "elasticloadbalancing.amazonaws.com"
   source_arn    = aws_lb_target_group.function[each.key].arn
 }
@@ -96,7 +104,7 @@ resource "aws_lambda_permission" "alb" {
 resource "aws_lb_target_group_attachment" "function" {
   for_each         = local.alb_functions
   target_group_arn = aws_lb_target_group.function[each.key].arn
-  target_id        = aws_lambda_function.this[each.key].arn
+  target_id        = aws_lambda_alias.live[each.key].arn
   depends_on       = [aws_lambda_permission.alb]
 }
 
@@ -105,7 +113,7 @@ resource "aws_lb_listener" "https" {
   port              = 443
   protocol          = "HTTPS"
   ssl_policy        = var.ssl_policy
-  certificate_arn   = var.certificate_arn
+  certificate_arn   = local.certificate_arn
 
   default_action {
     type             = "forward"
@@ -113,6 +121,19 @@ resource "aws_lb_listener" "https" {
   }
 
   tags = local.tags
+
+  lifecycle {
+    # No ACM certificate can cover the ALB's own name (<name>-<id>.<region>.elb.amazonaws.com),
+    # so without a domain of one's own the bridge and browsers refuse the connection.
+    precondition {
+      condition     = var.domain_name != null
+      error_message = "domain_name is required: set it to the host name the pipeds and the console will use (e.g. pipecd.example.com). No certificate covers the load balancer's own DNS name."
+    }
+    precondition {
+      condition     = var.certificate_arn != null || var.route53_zone_id != null
+      error_message = "The HTTPS listener needs a certificate: set certificate_arn to an ACM certificate covering domain_name, or route53_zone_id to the hosted zone of domain_name and the module requests one and validates it through DNS."
+    }
+  }
 }
 
 resource "aws_lb_listener_rule" "route" {
@@ -164,3 +185,43 @@ resource "aws_route53_record" "alias" {
     evaluate_target_health = false
   }
 }
+
+# ---------------------------------------------------------------------------
+# The certificate, when the module makes it: requested for domain_name and validated with
+# the CNAME record ACM asks for, in route53_zone_id. The listener waits for the validation.
+
+locals {
+  create_certificate = var.certificate_arn == null && var.route53_zone_id != null && var.domain_name != null
+  certificate_arn    = local.create_certificate ? aws_acm_certificate_validation.this[0].certificate_arn : var.certificate_arn
+}
+
+resource "aws_acm_certificate" "this" {
+  count             = local.create_certificate ? 1 : 0
+  domain_name       = var.domain_name
+  validation_method = "DNS"
+  tags              = local.tags
+
+  # A renamed domain gets its certificate before the listener lets the old one go.
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+# Keyed by the domain (known at plan), not by domain_validation_options (known after the
+# request).
+resource "aws_route53_record" "certificate_validation" {
+  for_each        = local.create_certificate ? toset([var.domain_name]) : toset([])
+  zone_id         = var.route53_zone_id
+  name            = one([for o in aws_acm_certificate.this[0].domain_validation_options : o.resource_record_name if o.domain_name == each.key])
+  type            = one([for o in aws_acm_certificate.this[0].domain_validation_options : o.resource_record_type if o.domain_name == each.key])
+  records         = [one([for o in aws_acm_certificate.this[0].domain_validation_options : o.resource_record_value if o.domain_name == each.key])]
+  ttl             = 300
+  allow_overwrite = true
+}
+
+resource "aws_acm_certificate_validation" "this" {
+  count                   = local.create_certificate ? 1 : 0
+  certificate_arn         = aws_acm_certificate.this[0].arn
+  validation_record_fqdns = [for r in aws_route53_record.certificate_validation : r.fqdn]
+}
+

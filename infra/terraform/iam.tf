@@ -67,11 +67,13 @@ data "aws_iam_policy_document" "assume_lambda" {
 }
 
 resource "aws_iam_role" "function" {
-  for_each           = local.functions
-  name               = "${var.name}-${each.key}"
-  description        = "Wisp ${each.key} function"
-  assume_role_policy = data.aws_iam_policy_document.assume_lambda.json
-  tags               = local.tags
+  for_each             = local.functions
+  name                 = "${var.name}-${each.key}"
+  description          = "Wisp ${each.key} function"
+  path                 = var.iam_role_path
+  permissions_boundary = var.iam_permissions_boundary_arn
+  assume_role_policy   = data.aws_iam_policy_document.assume_lambda.json
+  tags                 = local.tags
 }
 
 data "aws_iam_policy_document" "function" {
@@ -130,12 +132,14 @@ resource "aws_iam_role_policy" "function" {
   policy   = data.aws_iam_policy_document.function[each.key].json
 }
 
-# In the VPC (enable_redis) Lambda manages the functions' network interfaces with the
-# role's permissions; AWS's managed policy is the documented minimum for that.
+# In the VPC (redis_functions with enable_redis) Lambda manages the function's network
+# interfaces with the role's permissions. AWSLambdaENIManagementAccess holds only the
+# network-interface calls; AWSLambdaVPCAccessExecutionRole would add logs:* on every log
+# group, which the inline policy already grants for the function's own.
 resource "aws_iam_role_policy_attachment" "vpc_access" {
-  for_each   = var.enable_redis ? local.functions : {}
+  for_each   = local.vpc_functions
   role       = aws_iam_role.function[each.key].name
-  policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"
+  policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AWSLambdaENIManagementAccess"
 }
 
 # Active tracing (enable_xray) sends segments with the role's permissions. AWS's managed

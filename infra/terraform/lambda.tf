@@ -29,6 +29,8 @@ resource "aws_lambda_function" "this" {
   timeout                        = local.timeout[each.key]
   reserved_concurrent_executions = lookup(var.reserved_concurrency, each.key, -1)
   kms_key_arn                    = var.kms_key_arn
+  # Every change is a new version; the live alias (below) says which one serves.
+  publish = true
 
   environment {
     variables = merge(
@@ -47,11 +49,14 @@ resource "aws_lambda_function" "this" {
       each.key == "http" && var.web_prefix != null ? {
         WISP_WEB_PREFIX = var.web_prefix
       } : {},
+      contains(local.in_process_cache_functions, each.key) ? {
+        WISP_CACHE = "MEMORY"
+      } : {},
     )
   }
 
   dynamic "vpc_config" {
-    for_each = var.enable_redis ? [1] : []
+    for_each = contains(local.vpc_functions, each.key) ? [1] : []
     content {
       subnet_ids         = var.private_subnet_ids
       security_group_ids = [aws_security_group.lambda[0].id]
@@ -76,4 +81,24 @@ resource "aws_lambda_function" "this" {
     aws_iam_role_policy_attachment.vpc_access,
     aws_iam_role_policy_attachment.xray,
   ]
+
+  lifecycle {
+    # In the VPC without NAT the SSO exchange with GitHub or the OIDC provider has no
+    # route out and times out, while static login still works.
+    precondition {
+      condition     = each.key != "http" || !contains(local.vpc_functions, "http") || var.create_nat_gateway || !var.create_vpc_endpoints
+      error_message = "http in redis_functions puts the http function in the VPC, where its SSO exchange needs a route to the internet: set create_nat_gateway = true, or create_vpc_endpoints = false if private_subnet_ids already route through a NAT gateway of yours; or leave http out of redis_functions (the default)."
+    }
+  }
+}
+
+# The version the load balancer and the schedules invoke. `terraform apply` points it at
+# the version just published; `aws lambda update-alias --function-version <previous>` rolls
+# a function back at once (docs/DEPLOY.md "Rolling back").
+resource "aws_lambda_alias" "live" {
+  for_each         = local.functions
+  name             = local.alias_name
+  description      = "The version the load balancer and the schedules invoke"
+  function_name    = aws_lambda_function.this[each.key].function_name
+  function_version = aws_lambda_function.this[each.key].version
 }

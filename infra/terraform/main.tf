@@ -9,7 +9,9 @@ locals {
 
   table_name  = coalesce(var.table_name, var.name)
   bucket_name = coalesce(var.bucket_name, "${var.name}-${local.account_id}-${local.region}")
-  host        = coalesce(var.domain_name, aws_lb.this.dns_name)
+  # domain_name is required (the listener's precondition says so); the fallback only keeps
+  # the outputs evaluable until then.
+  host = coalesce(var.domain_name, aws_lb.this.dns_name)
 
   # The Lambda functions: key => the cargo binary (functions/<key>, `[[bin]] name`).
   functions = {
@@ -51,6 +53,15 @@ locals {
 
   # The console's functions sign sessions with the encryption key; the others never read it.
   needs_encryption_key = toset(["web-api", "http"])
+
+  # With Redis, the functions in redis_functions run in the VPC; the others stay out of it
+  # and keep the in-process cache (WISP_CACHE=MEMORY) instead of timing out on Redis.
+  vpc_functions              = var.enable_redis ? toset(var.redis_functions) : toset([])
+  in_process_cache_functions = var.enable_redis ? setsubtract(keys(local.functions), var.redis_functions) : toset([])
+
+  # The alias the load balancer and the schedules invoke: a release is a new version, a
+  # rollback moves the alias back (docs/DEPLOY.md "Rolling back").
+  alias_name = "live"
 
   memory_size = { for k in keys(local.functions) : k => lookup(var.memory_size, k, 128) }
   timeout     = { for k in keys(local.functions) : k => lookup(var.timeout, k, k == "jobs" ? 300 : 30) }

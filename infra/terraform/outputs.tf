@@ -99,3 +99,23 @@ output "config_template" {
     redis_address = var.enable_redis ? "${aws_elasticache_replication_group.redis[0].primary_endpoint_address}:6379" : ""
   })
 }
+
+output "alias_arns" {
+  description = "ARN of each function's live alias (what the load balancer and the schedules invoke), by function key."
+  value       = { for k, a in aws_lambda_alias.live : k => a.arn }
+}
+
+output "certificate_arn" {
+  description = "The HTTPS listener's certificate: certificate_arn, or the one the module requested and validated."
+  value       = local.certificate_arn
+}
+
+output "waf_web_acl_arn" {
+  description = "The WAF web ACL associated with the load balancer, or null."
+  value       = local.waf_web_acl_arn
+}
+
+output "alb_access_logs_bucket" {
+  description = "The bucket the load balancer writes its access logs to (under <name>/), or null."
+  value       = local.access_logs_bucket
+}

@@ -1,15 +1,19 @@
 # Optional ElastiCache Redis for the cache (enable_redis). Redis lives in private subnets,
-# so the functions then run in the VPC too. There is no NAT gateway (it would cost more
-# than the rest of an idle deployment, see docs/COSTS.md), so everything the functions
-# call must be reachable inside the VPC:
+# so the functions that use it (redis_functions) run in the VPC too. By default there is
+# no NAT gateway (it would cost more than the rest of an idle deployment, see
+# docs/COSTS.md), so everything those functions call must be reachable inside the VPC:
 #   * DynamoDB and S3 through gateway endpoints (free, routes in the private route tables);
 #   * Secrets Manager through an interface endpoint: Secrets Manager has no gateway
 #     endpoint, and the functions read the config and the key from it during init.
+# The http function calls GitHub or the OIDC provider for SSO, which no endpoint serves,
+# so by default it stays out of the VPC with the in-process cache (what that changes:
+# infra/terraform/README.md "Redis and the VPC"); in the VPC it needs create_nat_gateway.
 # The cache is only an optimisation: nothing is lost when Redis is down.
 
 locals {
   redis_count     = var.enable_redis ? 1 : 0
   endpoints_count = var.enable_redis && var.create_vpc_endpoints ? 1 : 0
+  nat_count       = var.enable_redis && var.create_nat_gateway ? 1 : 0
 }
 
 resource "aws_security_group" "lambda" {
@@ -71,9 +75,9 @@ resource "aws_vpc_security_group_egress_rule" "lambda_to_secrets_endpoint" {
 }
 
 resource "aws_vpc_security_group_egress_rule" "lambda_https" {
-  count             = var.enable_redis && !var.create_vpc_endpoints ? 1 : 0
+  count             = var.enable_redis && (!var.create_vpc_endpoints || var.create_nat_gateway) ? 1 : 0
   security_group_id = aws_security_group.lambda[0].id
-  description       = "HTTPS to AWS APIs through the VPC's own endpoints or NAT"
+  description       = "HTTPS through the VPC's routes: NAT, or the VPC's own endpoints"
   ip_protocol       = "tcp"
   from_port         = 443
   to_port           = 443
@@ -121,8 +125,8 @@ resource "aws_elasticache_replication_group" "redis" {
       error_message = "enable_redis needs redis_auth_token and private_subnet_ids."
     }
     precondition {
-      condition     = !var.create_vpc_endpoints || length(var.private_route_table_ids) > 0
-      error_message = "enable_redis with create_vpc_endpoints needs private_route_table_ids for the DynamoDB and S3 gateway endpoints."
+      condition     = !(var.create_vpc_endpoints || var.create_nat_gateway) || length(var.private_route_table_ids) > 0
+      error_message = "enable_redis with create_vpc_endpoints or create_nat_gateway needs private_route_table_ids (for the gateway endpoints' and the NAT gateway's routes)."
     }
   }
 }
@@ -173,3 +177,31 @@ resource "aws_vpc_endpoint" "secretsmanager" {
   private_dns_enabled = true
   tags                = merge(local.tags, { "Name" = "${var.name}-secretsmanager" })
 }
+
+# Optional egress to the internet for the functions in the VPC (create_nat_gateway): one
+# NAT gateway in a public subnet and a default route to it in each private route table.
+# One gateway, not one per availability zone: a zone outage cuts SSO logins from the
+# other zones until it is back, which costs less than a second gateway (docs/COSTS.md).
+resource "aws_eip" "nat" {
+  #checkov:skip=CKV2_AWS_19:The address belongs to the NAT gateway, not to an instance.
+  count  = local.nat_count
+  domain = "vpc"
+  tags   = merge(local.tags, { "Name" = "${var.name}-nat" })
+}
+
+resource "aws_nat_gateway" "this" {
+  count         = local.nat_count
+  allocation_id = aws_eip.nat[0].id
+  subnet_id     = coalesce(var.nat_gateway_subnet_id, var.alb_subnet_ids[0])
+  tags          = merge(local.tags, { "Name" = "${var.name}-nat" })
+}
+
+# Fails if a route table already has a default route: then leave create_nat_gateway off
+# and use that route (with create_vpc_endpoints = false for http in the VPC).
+resource "aws_route" "nat" {
+  for_each               = local.nat_count == 1 ? toset(var.private_route_table_ids) : toset([])
+  route_table_id         = each.value
+  destination_cidr_block = "0.0.0.0/0"
+  nat_gateway_id         = aws_nat_gateway.this[0].id
+}
+

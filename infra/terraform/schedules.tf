@@ -11,7 +11,7 @@ resource "aws_cloudwatch_event_rule" "job" {
 resource "aws_cloudwatch_event_target" "job" {
   for_each = local.jobs
   rule     = aws_cloudwatch_event_rule.job[each.key].name
-  arn      = aws_lambda_function.this["jobs"].arn
+  arn      = aws_lambda_alias.live["jobs"].arn
   input    = jsonencode({ job = each.key })
 
   retry_policy {
@@ -26,6 +26,7 @@ resource "aws_lambda_permission" "job" {
   statement_id  = "AllowEventBridge-${each.key}"
   action        = "lambda:InvokeFunction"
   function_name = aws_lambda_function.this["jobs"].function_name
+  qualifier     = aws_lambda_alias.live["jobs"].name
   principal     = "events.amazonaws.com"
   source_arn    = aws_cloudwatch_event_rule.job[each.key].arn
 }
@@ -34,6 +35,7 @@ resource "aws_lambda_permission" "job" {
 # run does the same work, so retries would only overlap it.
 resource "aws_lambda_function_event_invoke_config" "jobs" {
   function_name                = aws_lambda_function.this["jobs"].function_name
+  qualifier                    = aws_lambda_alias.live["jobs"].name
   maximum_retry_attempts       = 0
   maximum_event_age_in_seconds = 300
 }

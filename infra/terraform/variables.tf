@@ -44,19 +44,20 @@ variable "alb_subnet_ids" {
   }
 }
 
-variable "certificate_arn" {
-  description = "ACM certificate of the HTTPS listener (it must cover domain_name)."
+variable "domain_name" {
+  description = "Host name the console and the pipeds use (e.g. pipecd.example.com). Required: no certificate covers the ALB's own <name>.elb.amazonaws.com name, so the bridge and browsers would refuse it."
   type        = string
+  default     = null
 }
 
-variable "domain_name" {
-  description = "Host name the console and the pipeds use (e.g. pipecd.example.com); null uses the ALB's DNS name in the outputs."
+variable "certificate_arn" {
+  description = "ACM certificate of the HTTPS listener, covering domain_name; null with route53_zone_id: the module requests one for domain_name and validates it through DNS records in that zone."
   type        = string
   default     = null
 }
 
 variable "route53_zone_id" {
-  description = "When set (with domain_name), an alias A/AAAA record for domain_name pointing at the ALB is created in this hosted zone."
+  description = "Hosted zone of domain_name: the module creates domain_name's alias A record pointing at the ALB there and, without certificate_arn, the certificate's DNS validation record. null: manage DNS yourself."
   type        = string
   default     = null
 }
@@ -98,9 +99,44 @@ variable "alb_idle_timeout" {
 }
 
 variable "alb_access_logs_bucket" {
-  description = "S3 bucket for the load balancer's access logs (its policy must allow the ELB service); null disables them."
+  description = "Existing S3 bucket for the load balancer's access logs (its policy must let the ELB service write under <name>/AWSLogs/<account>/); null: none, unless create_alb_access_logs_bucket."
   type        = string
   default     = null
+}
+
+variable "create_alb_access_logs_bucket" {
+  description = "Create a bucket for the load balancer's access logs (<name>-alb-logs-<account id>-<region>, SSE-S3, the ELB delivery policy, logs expiring after alb_access_logs_expiration_days) and turn the logs on. Ignored when alb_access_logs_bucket is set."
+  type        = bool
+  default     = false
+}
+
+variable "alb_access_logs_expiration_days" {
+  description = "With create_alb_access_logs_bucket: days after which access logs expire."
+  type        = number
+  default     = 90
+}
+
+variable "waf_web_acl_arn" {
+  description = "ARN of an existing regional WAF web ACL to associate with the load balancer. Must be known at plan time (a literal or a data source); null: none, unless create_waf_web_acl."
+  type        = string
+  default     = null
+}
+
+variable "create_waf_web_acl" {
+  description = "Create a regional WAF web ACL for the load balancer that blocks a client address sending more than waf_auth_rate_limit requests to /auth/* within 5 minutes (console logins, SSO callbacks) and allows everything else. Ignored when waf_web_acl_arn is set."
+  type        = bool
+  default     = false
+}
+
+variable "waf_auth_rate_limit" {
+  description = "With create_waf_web_acl: requests to /auth/* per client address per 5 minutes before that address is blocked (AWS WAF's minimum is 10)."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.waf_auth_rate_limit >= 10 && var.waf_auth_rate_limit <= 2000000000
+    error_message = "waf_auth_rate_limit: from 10 to 2,000,000,000 (AWS WAF's bounds)."
+  }
 }
 
 variable "alb_health_check" {
@@ -178,6 +214,23 @@ variable "metrics_detail" {
     condition     = contains(["basic", "detailed"], var.metrics_detail)
     error_message = "metrics_detail is basic or detailed."
   }
+}
+
+variable "iam_role_path" {
+  description = "Path of every IAM role the module creates (e.g. /wisp/), for organisations whose policies require one."
+  type        = string
+  default     = "/"
+
+  validation {
+    condition     = can(regex("^/([A-Za-z0-9+=,.@_-]+/)*$", var.iam_role_path))
+    error_message = "iam_role_path: '/' or '/segments/' (IAM path characters)."
+  }
+}
+
+variable "iam_permissions_boundary_arn" {
+  description = "Permissions boundary (a managed policy ARN) set on every IAM role the module creates; null: none. Organisations whose SCPs require a boundary on new roles set it."
+  type        = string
+  default     = null
 }
 
 variable "enable_xray" {
@@ -279,9 +332,32 @@ variable "generate_encryption_key" {
 # Optional ElastiCache (Redis)
 
 variable "enable_redis" {
-  description = "Create an ElastiCache Redis replication group for the cache. The functions then run in the VPC (private_subnet_ids) and reach DynamoDB, S3 and Secrets Manager through VPC endpoints."
+  description = "Create an ElastiCache Redis replication group for the cache. The functions in redis_functions then run in the VPC (private_subnet_ids) and reach DynamoDB, S3 and Secrets Manager through VPC endpoints; the others stay out of the VPC with the in-process cache."
   type        = bool
   default     = false
+}
+
+variable "redis_functions" {
+  description = "With enable_redis: the functions that use Redis and so run in the VPC. The others get WISP_CACHE=MEMORY and stay out of the VPC. http is left out by default: its SSO exchange calls GitHub or the OIDC provider on the internet, which the VPC reaches only through NAT (create_nat_gateway)."
+  type        = set(string)
+  default     = ["piped-api", "api", "web-api", "jobs"]
+
+  validation {
+    condition     = alltrue([for f in var.redis_functions : contains(["piped-api", "api", "web-api", "http", "jobs"], f)])
+    error_message = "redis_functions: function keys among piped-api, api, web-api, http, jobs."
+  }
+}
+
+variable "create_nat_gateway" {
+  description = "With enable_redis: a NAT gateway (and its Elastic IP) in nat_gateway_subnet_id and a default route to it in each of private_route_table_ids, so that functions in the VPC reach the internet (needed for http in redis_functions: SSO). About $33 a month plus $0.045 per GB (docs/COSTS.md)."
+  type        = bool
+  default     = false
+}
+
+variable "nat_gateway_subnet_id" {
+  description = "With create_nat_gateway: the public subnet of the NAT gateway; null uses alb_subnet_ids[0]."
+  type        = string
+  default     = null
 }
 
 variable "private_subnet_ids" {

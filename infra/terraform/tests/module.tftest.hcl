@@ -55,6 +55,20 @@ override_resource {
   }
 }
 
+# One ARN for every alias (an override cannot tell the instances apart): enough to tell an
+# alias from a function, whose ARN stays unknown during the plan.
+override_resource {
+  target          = aws_lambda_alias.live
+  override_during = plan
+  values          = { arn = "arn:aws:lambda:us-east-1:123456789012:function:wisp-fn:live" }
+}
+
+# Computed from the region by the provider; overridden like the account.
+override_data {
+  target = data.aws_elb_service_account.current
+  values = { arn = "arn:aws:iam::127311923021:root" }
+}
+
 override_resource {
   target          = aws_elasticache_replication_group.redis
   override_during = plan
@@ -99,6 +113,39 @@ run "defaults" {
   assert {
     condition     = length(aws_elasticache_replication_group.redis) == 0 && length(aws_vpc_endpoint.secretsmanager) == 0 && alltrue([for f in aws_lambda_function.this : length(f.vpc_config) == 0])
     error_message = "no Redis, no VPC"
+  }
+  assert {
+    condition     = length(aws_iam_role_policy_attachment.vpc_access) == 0 && length(aws_nat_gateway.this) == 0 && alltrue([for f in aws_lambda_function.this : !contains(keys(f.environment[0].variables), "WISP_CACHE")])
+    error_message = "no Redis: no network-interface grant, no NAT, every function with the config's cache"
+  }
+
+  # Releases: each function publishes versions, and the load balancer and the schedules
+  # invoke its live alias, so that a rollback is one alias move.
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.publish]) && length(aws_lambda_alias.live) == 5 && alltrue([for a in aws_lambda_alias.live : a.name == "live"])
+    error_message = "every function publishes versions and has a live alias"
+  }
+  assert {
+    condition     = length(aws_lb_target_group_attachment.function) == 4 && alltrue([for a in aws_lb_target_group_attachment.function : a.target_id == "arn:aws:lambda:us-east-1:123456789012:function:wisp-fn:live"])
+    error_message = "every target group targets the live alias, not the function"
+  }
+  assert {
+    condition     = alltrue([for p in aws_lambda_permission.alb : p.qualifier == "live"]) && alltrue([for p in aws_lambda_permission.job : p.qualifier == "live"]) && alltrue([for t in aws_cloudwatch_event_target.job : t.arn == "arn:aws:lambda:us-east-1:123456789012:function:wisp-fn:live"])
+    error_message = "the load balancer and the schedules may invoke, and do invoke, the live alias"
+  }
+
+  # Production inputs off by default.
+  assert {
+    condition     = length(aws_wafv2_web_acl.this) == 0 && length(aws_wafv2_web_acl_association.this) == 0 && length(aws_s3_bucket.alb_logs) == 0 && length(aws_lb.this.access_logs) == 0 && length(aws_acm_certificate.this) == 0
+    error_message = "no WAF, no access logs, the given certificate"
+  }
+  assert {
+    condition     = aws_lb_listener.https.certificate_arn == "arn:aws:acm:us-east-1:123456789012:certificate/test"
+    error_message = "the listener uses certificate_arn"
+  }
+  assert {
+    condition     = alltrue([for r in aws_iam_role.function : r.path == "/" && r.permissions_boundary == null])
+    error_message = "roles at the root path without a boundary by default"
   }
   assert {
     condition     = output.console_url == "https://pipecd.example.com/login" && strcontains(output.config_template, "type: DYNAMODB") && !strcontains(output.config_template, "REDIS")
@@ -230,6 +277,8 @@ run "stale_window_of_one_minute_is_refused" {
   expect_failures = [var.alarm_thresholds]
 }
 
+# Redis: the functions that use it run in the VPC; http stays out of it (its SSO exchange
+# needs the internet) with the in-process cache.
 run "redis_key_prefix_and_schedules" {
   command = plan
 
@@ -251,8 +300,24 @@ run "redis_key_prefix_and_schedules" {
     error_message = "endpoints instead of a NAT gateway"
   }
   assert {
-    condition     = alltrue([for f in aws_lambda_function.this : length(f.vpc_config) == 1]) && length(aws_iam_role_policy_attachment.vpc_access) == 5
-    error_message = "the functions run in the VPC"
+    condition     = toset([for k, f in aws_lambda_function.this : k if length(f.vpc_config) == 1]) == toset(["piped-api", "api", "web-api", "jobs"])
+    error_message = "the functions that use Redis run in the VPC"
+  }
+  assert {
+    condition     = length(aws_lambda_function.this["http"].vpc_config) == 0 && aws_lambda_function.this["http"].environment[0].variables["WISP_CACHE"] == "MEMORY"
+    error_message = "http stays out of the VPC (SSO reaches the internet) and keeps the in-process cache instead of timing out on Redis"
+  }
+  assert {
+    condition     = toset([for k, f in aws_lambda_function.this : k if contains(keys(f.environment[0].variables), "WISP_CACHE")]) == toset(["http"])
+    error_message = "the functions in the VPC use the config's cache (Redis)"
+  }
+  assert {
+    condition     = keys(aws_iam_role_policy_attachment.vpc_access) == ["api", "jobs", "piped-api", "web-api"] && alltrue([for a in aws_iam_role_policy_attachment.vpc_access : a.policy_arn == "arn:aws:iam::aws:policy/service-role/AWSLambdaENIManagementAccess"])
+    error_message = "the functions in the VPC may manage network interfaces, and nothing more (no logs:* on every log group)"
+  }
+  assert {
+    condition     = length(aws_nat_gateway.this) == 0 && length(aws_vpc_security_group_egress_rule.lambda_https) == 0
+    error_message = "no NAT by default: HTTPS from the VPC goes only to the endpoints"
   }
   assert {
     condition     = keys(aws_cloudwatch_event_rule.job) == ["insights"]
@@ -267,3 +332,220 @@ run "redis_key_prefix_and_schedules" {
     error_message = "config template with Redis and the key prefix"
   }
 }
+
+# SSO with Redis for every function: http in the VPC, the internet through a NAT gateway.
+run "redis_with_http_in_the_vpc_through_nat" {
+  command = plan
+
+  variables {
+    enable_redis            = true
+    redis_functions         = ["piped-api", "api", "web-api", "http", "jobs"]
+    create_nat_gateway      = true
+    private_subnet_ids      = ["subnet-c", "subnet-d"]
+    private_route_table_ids = ["rtb-1", "rtb-2"]
+    redis_auth_token        = "test-token-for-the-plan-only" #checkov:skip=CKV_SECRET_6:A stand-in for the plan-only test, not a credential.
+  }
+
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : length(f.vpc_config) == 1 && !contains(keys(f.environment[0].variables), "WISP_CACHE")])
+    error_message = "every function in the VPC with Redis"
+  }
+  assert {
+    condition     = length(aws_nat_gateway.this) == 1 && aws_nat_gateway.this[0].subnet_id == "subnet-a" && keys(aws_route.nat) == ["rtb-1", "rtb-2"] && alltrue([for r in aws_route.nat : r.destination_cidr_block == "0.0.0.0/0"])
+    error_message = "a NAT gateway in the first ALB subnet and a default route to it in each private route table"
+  }
+  assert {
+    condition     = length(aws_vpc_security_group_egress_rule.lambda_https) == 1 && aws_vpc_security_group_egress_rule.lambda_https[0].cidr_ipv4 == "0.0.0.0/0" && aws_vpc_security_group_egress_rule.lambda_https[0].from_port == 443
+    error_message = "the functions may open HTTPS to the internet (GitHub, the OIDC provider)"
+  }
+}
+
+run "http_in_the_vpc_without_egress_is_refused" {
+  command = plan
+
+  variables {
+    enable_redis            = true
+    redis_functions         = ["piped-api", "http"]
+    private_subnet_ids      = ["subnet-c", "subnet-d"]
+    private_route_table_ids = ["rtb-1"]
+    redis_auth_token        = "test-token-for-the-plan-only" #checkov:skip=CKV_SECRET_6:A stand-in for the plan-only test, not a credential.
+  }
+
+  expect_failures = [aws_lambda_function.this]
+}
+
+run "kms_key" {
+  command = plan
+
+  variables {
+    kms_key_arn = "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000"
+  }
+
+  assert {
+    condition     = aws_dynamodb_table.this.server_side_encryption[0].kms_key_arn == var.kms_key_arn && aws_secretsmanager_secret.config.kms_key_id == var.kms_key_arn && aws_secretsmanager_secret.encryption_key.kms_key_id == var.kms_key_arn
+    error_message = "the table and the secrets use the key"
+  }
+  assert {
+    condition     = one(one(aws_s3_bucket_server_side_encryption_configuration.this.rule).apply_server_side_encryption_by_default).kms_master_key_id == var.kms_key_arn && one(aws_s3_bucket_server_side_encryption_configuration.this.rule).bucket_key_enabled
+    error_message = "the bucket uses the key, with a bucket key"
+  }
+  assert {
+    condition     = alltrue([for f in aws_lambda_function.this : f.kms_key_arn == var.kms_key_arn]) && alltrue([for g in aws_cloudwatch_log_group.function : g.kms_key_id == var.kms_key_arn])
+    error_message = "the functions' environment and logs use the key"
+  }
+  assert {
+    condition     = alltrue([for d in data.aws_iam_policy_document.function : anytrue([for st in d.statement : st.sid == "Kms" && contains(st.actions, "kms:Decrypt") && contains(st.resources, var.kms_key_arn)])])
+    error_message = "every role may use the key"
+  }
+}
+
+# The module requests the certificate and validates it in the zone.
+run "custom_domain_with_route53" {
+  command = plan
+
+  variables {
+    certificate_arn = null
+    route53_zone_id = "Z0123456789ABCDEFGHIJ"
+  }
+
+  assert {
+    condition     = length(aws_acm_certificate.this) == 1 && aws_acm_certificate.this[0].domain_name == "pipecd.example.com" && aws_acm_certificate.this[0].validation_method == "DNS"
+    error_message = "a DNS-validated certificate for domain_name"
+  }
+  assert {
+    condition     = keys(aws_route53_record.certificate_validation) == ["pipecd.example.com"] && aws_route53_record.certificate_validation["pipecd.example.com"].zone_id == "Z0123456789ABCDEFGHIJ" && length(aws_acm_certificate_validation.this) == 1
+    error_message = "its validation record in the zone, and the listener waits for the validation"
+  }
+  assert {
+    condition     = length(aws_route53_record.alias) == 1 && aws_route53_record.alias[0].name == "pipecd.example.com" && aws_route53_record.alias[0].type == "A"
+    error_message = "domain_name points at the load balancer"
+  }
+  assert {
+    condition     = output.address == "https://pipecd.example.com"
+    error_message = "the address is the domain"
+  }
+}
+
+run "no_domain_is_refused" {
+  command = plan
+
+  variables {
+    domain_name = null
+  }
+
+  expect_failures = [aws_lb_listener.https]
+}
+
+run "no_certificate_nor_zone_is_refused" {
+  command = plan
+
+  variables {
+    certificate_arn = null
+  }
+
+  expect_failures = [aws_lb_listener.https]
+}
+
+run "waf_on" {
+  command = plan
+
+  variables {
+    create_waf_web_acl  = true
+    waf_auth_rate_limit = 50
+  }
+
+  assert {
+    condition     = length(aws_wafv2_web_acl.this) == 1 && aws_wafv2_web_acl.this[0].scope == "REGIONAL" && length(aws_wafv2_web_acl.this[0].default_action[0].allow) == 1
+    error_message = "a regional web ACL that allows by default"
+  }
+  assert {
+    condition = alltrue([for r in aws_wafv2_web_acl.this[0].rule : length(r.action[0].block) == 1
+      && r.statement[0].rate_based_statement[0].limit == 50
+      && r.statement[0].rate_based_statement[0].aggregate_key_type == "IP"
+      && r.statement[0].rate_based_statement[0].scope_down_statement[0].byte_match_statement[0].search_string == "/auth/"
+    && r.statement[0].rate_based_statement[0].scope_down_statement[0].byte_match_statement[0].positional_constraint == "STARTS_WITH"]) && length(aws_wafv2_web_acl.this[0].rule) == 1
+    error_message = "one rule: block a client address past the limit on paths starting with /auth/"
+  }
+  assert {
+    condition     = length(aws_wafv2_web_acl_association.this) == 1 && aws_wafv2_web_acl_association.this[0].resource_arn == "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/app/wisp/0123456789abcdef"
+    error_message = "the web ACL is associated with the load balancer"
+  }
+}
+
+run "waf_of_the_operator" {
+  command = plan
+
+  variables {
+    waf_web_acl_arn    = "arn:aws:wafv2:us-east-1:123456789012:regional/webacl/ours/0000"
+    create_waf_web_acl = true
+  }
+
+  assert {
+    condition     = length(aws_wafv2_web_acl.this) == 0 && aws_wafv2_web_acl_association.this[0].web_acl_arn == "arn:aws:wafv2:us-east-1:123456789012:regional/webacl/ours/0000"
+    error_message = "the operator's web ACL is associated, none is created"
+  }
+}
+
+run "access_logs_on" {
+  command = plan
+
+  variables {
+    create_alb_access_logs_bucket = true
+  }
+
+  assert {
+    condition     = aws_s3_bucket.alb_logs[0].bucket == "wisp-alb-logs-123456789012-us-east-1" && aws_lb.this.access_logs[0].bucket == "wisp-alb-logs-123456789012-us-east-1" && aws_lb.this.access_logs[0].enabled && aws_lb.this.access_logs[0].prefix == "wisp"
+    error_message = "the load balancer logs into the bucket the module creates"
+  }
+  assert {
+    condition     = strcontains(data.aws_iam_policy_document.alb_logs[0].json, "arn:aws:iam::127311923021:root") && strcontains(data.aws_iam_policy_document.alb_logs[0].json, "logdelivery.elasticloadbalancing.amazonaws.com") && strcontains(data.aws_iam_policy_document.alb_logs[0].json, "wisp/AWSLogs/123456789012/*")
+    error_message = "the bucket policy lets Elastic Load Balancing deliver under <name>/AWSLogs/<account>/"
+  }
+  assert {
+    condition     = one(one(aws_s3_bucket_server_side_encryption_configuration.alb_logs[0].rule).apply_server_side_encryption_by_default).sse_algorithm == "AES256" && aws_s3_bucket_lifecycle_configuration.alb_logs[0].rule[0].expiration[0].days == 90
+    error_message = "SSE-S3 (all ALB log delivery supports) and expiry"
+  }
+}
+
+run "access_logs_to_the_operators_bucket" {
+  command = plan
+
+  variables {
+    alb_access_logs_bucket = "our-logs"
+  }
+
+  assert {
+    condition     = length(aws_s3_bucket.alb_logs) == 0 && aws_lb.this.access_logs[0].bucket == "our-logs"
+    error_message = "logs go to the given bucket, none is created"
+  }
+}
+
+run "iam_path_and_boundary" {
+  command = plan
+
+  variables {
+    iam_role_path                = "/wisp/"
+    iam_permissions_boundary_arn = "arn:aws:iam::123456789012:policy/boundary"
+  }
+
+  assert {
+    condition     = length(aws_iam_role.function) == 5 && alltrue([for r in aws_iam_role.function : r.path == "/wisp/" && r.permissions_boundary == "arn:aws:iam::123456789012:policy/boundary"])
+    error_message = "every role has the path and the boundary"
+  }
+}
+
+# The key is generated at apply (uuid()), so planning needs no AWS call: these runs have
+# no reachable AWS at all.
+run "generated_key_plans_offline" {
+  command = plan
+
+  variables {
+    generate_encryption_key = true
+  }
+
+  assert {
+    condition     = length(aws_secretsmanager_secret_version.encryption_key) == 1 && aws_secretsmanager_secret_version.encryption_key[0].secret_string_wo_version == 1
+    error_message = "the key's secret version is planned without credentials"
+  }
+}
+

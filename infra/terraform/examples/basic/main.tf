@@ -1,9 +1,9 @@
 # The smallest Wisp deployment: the module with its defaults, no Redis (so no VPC for the
 # functions), in an existing VPC's public subnets. See docs/DEPLOY.md.
 
-provider "aws" {
-  region = var.region
-}
+# The region and the credentials come from the environment (AWS_REGION or the profile's
+# region), as for the AWS CLI and the wisp admin commands.
+provider "aws" {}
 
 module "wisp" {
   source = "../.."

@@ -1,9 +1,3 @@
-variable "region" {
-  description = "AWS region to deploy in."
-  type        = string
-  default     = "us-east-1"
-}
-
 variable "name" {
   description = "Prefix of every resource name."
   type        = string
@@ -27,8 +21,9 @@ variable "public_subnet_ids" {
 }
 
 variable "certificate_arn" {
-  description = "ACM certificate covering domain_name."
+  description = "ACM certificate covering domain_name; null with route53_zone_id: the module requests and validates one."
   type        = string
+  default     = null
 }
 
 variable "domain_name" {

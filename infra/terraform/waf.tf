@@ -18,7 +18,7 @@ resource "aws_wafv2_web_acl" "this" {
   #checkov:skip=CKV_AWS_192:The Log4j managed rules inspect bodies, and the pipeds' gRPC-web bodies are binary protobuf; nothing behind this load balancer runs Java.
   count       = local.create_waf ? 1 : 0
   name        = var.name
-  description = "Wisp: rate limit on /auth/* per client address"
+  description = "Wisp: rate limit on /auth/ paths per client address"
   scope       = "REGIONAL"
 
   default_action {

@@ -388,19 +388,11 @@ fn ref_target(value: &Value) -> Option<String> {
     }
 }
 
-/// The resource a `!GetAtt X.Arn` / `{Fn::GetAtt: [X, Arn]}` names.
-fn get_att_target(value: &Value) -> Option<String> {
-    let (tag, inner) = untag(value);
-    let inner = match (tag.as_deref(), inner) {
-        (Some("GetAtt"), v) => v,
-        (None, Value::Mapping(m)) => m.get("Fn::GetAtt")?,
-        _ => return None,
-    };
-    match inner {
-        Value::String(s) => s.split('.').next().map(str::to_string),
-        Value::Sequence(seq) => seq.first().and_then(str_of).map(str::to_string),
-        _ => None,
-    }
+/// The function whose live alias a `!Ref X.Alias` names (SAM's `AutoPublishAlias`).
+fn alias_target(value: &Value) -> Option<String> {
+    ref_target(value)?
+        .strip_suffix(".Alias")
+        .map(str::to_string)
 }
 
 struct Template {
@@ -433,7 +425,8 @@ impl Template {
             .collect()
     }
 
-    /// The cargo binary of the function a Lambda target group invokes.
+    /// The cargo binary of the function a Lambda target group invokes, through the
+    /// function's live alias (a rollback moves the alias, not the target).
     fn target_group_binary(&self, target_group: &str) -> String {
         let tg = self.resource(target_group);
         let props = tg.get("Properties").expect("target group properties");
@@ -449,12 +442,13 @@ impl Template {
         assert_eq!(targets.len(), 1, "{target_group}: one function");
         let function = targets[0]
             .get("Id")
-            .and_then(get_att_target)
-            .unwrap_or_else(|| panic!("{target_group}: target is not !GetAtt <Function>.Arn"));
+            .and_then(alias_target)
+            .unwrap_or_else(|| panic!("{target_group}: target is not !Ref <Function>.Alias"));
         self.function_binary(&function)
     }
 
-    /// The cargo binary `sam build` makes for a function, checked against its CodeUri.
+    /// The cargo binary `sam build` puts in a function: the Makefile's
+    /// `build-<Function>: BINARY = <binary>`, which one of functions/*/Cargo.toml builds.
     fn function_binary(&self, function: &str) -> String {
         let f = self.resource(function);
         assert_eq!(
@@ -464,24 +458,31 @@ impl Template {
         let meta = f.get("Metadata").expect("function Metadata");
         assert_eq!(
             meta.get("BuildMethod").and_then(str_of),
-            Some("rust-cargolambda"),
+            Some("makefile"),
             "{function}"
         );
-        let binary = meta
-            .get("BuildProperties")
-            .and_then(|b| b.get("Binary"))
-            .and_then(str_of)
-            .unwrap_or_else(|| panic!("{function}: no BuildProperties.Binary"))
+        assert_eq!(
+            f.get("Properties")
+                .and_then(|p| p.get("CodeUri"))
+                .and_then(str_of),
+            Some("."),
+            "{function}: the Makefile at the workspace root builds it"
+        );
+        let makefile = read(&repo().join("Makefile"));
+        let prefix = format!("build-{function}: BINARY = ");
+        let binary = makefile
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("Makefile: no `{prefix}<binary>`"))
+            .trim()
             .to_string();
-        let code_uri = f
-            .get("Properties")
-            .and_then(|p| p.get("CodeUri"))
-            .and_then(str_of)
-            .unwrap_or_else(|| panic!("{function}: no CodeUri"));
-        let manifest = read(&repo().join(code_uri).join("Cargo.toml"));
+        let built = std::fs::read_dir(repo().join("functions"))
+            .expect("functions/")
+            .filter_map(|e| e.ok())
+            .any(|e| read(&e.path().join("Cargo.toml")).contains(&format!("name = \"{binary}\"")));
         assert!(
-            manifest.contains(&format!("name = \"{binary}\"")),
-            "{function}: {code_uri}/Cargo.toml does not build {binary}"
+            built,
+            "{function}: no functions/*/Cargo.toml builds {binary}"
         );
         binary
     }

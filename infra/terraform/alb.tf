@@ -43,7 +43,7 @@ resource "aws_vpc_security_group_egress_rule" "alb_https" {
 resource "aws_lb" "this" {
   #checkov:skip=CKV2_AWS_28:A WAF web ACL is an input (waf_web_acl_arn, or create_waf_web_acl for the module's /auth/* rate rule): its cost is the operator's choice, and every route authenticates its callers.
   #checkov:skip=CKV2_AWS_76:The module's web ACL (create_waf_web_acl) only rate-limits /auth/*; the Log4j managed rules inspect bodies, the pipeds' gRPC-web bodies are binary protobuf, and nothing here runs Java.
-  #checkov:skip=CKV_AWS_91:Access logs are an input (alb_access_logs_bucket, or create_alb_access_logs_bucket): every piped poll is a logged request, about 0.3 GB a month per piped.
+  #checkov:skip=CKV_AWS_91:Access logs are an input (alb_access_logs_bucket, or create_alb_access_logs_bucket): every piped poll is a logged request, about 0.5 GB a month per piped before gzip.
   name                       = var.name
   load_balancer_type         = "application"
   internal                   = var.alb_internal

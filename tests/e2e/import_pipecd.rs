@@ -154,6 +154,10 @@ async fn seed_mysql(url: &str) -> String {
         .await
         .expect("insert");
     }
+    // As an upstream control plane from before deployment traces: no such table.
+    conn.query_drop("DROP TABLE DeploymentTrace")
+        .await
+        .expect("drop");
     conn.disconnect().await.expect("disconnect");
     database
 }

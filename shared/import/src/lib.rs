@@ -72,6 +72,9 @@ impl UpstreamMysql {
     }
 }
 
+/// MySQL's error for a table that does not exist.
+const ER_NO_SUCH_TABLE: u16 = 1146;
+
 fn read_only() -> StoreError {
     StoreError::FailedPrecondition("the upstream datastore is only read".into())
 }
@@ -118,7 +121,7 @@ impl Datastore for UpstreamMysql {
             .await
             .map_err(|e| unavailable(table, e))?;
         // `Data` is read as bytes: MySQL's JSON type comes back as binary-collated text.
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = match after {
+        let rows: Result<Vec<(Vec<u8>, Vec<u8>)>, mysql_async::Error> = match after {
             None => {
                 conn.exec(
                     format!("SELECT Id, Data FROM `{table}` ORDER BY Id LIMIT ?"),
@@ -134,8 +137,19 @@ impl Datastore for UpstreamMysql {
                 )
                 .await
             }
-        }
-        .map_err(|e| unavailable(table, e))?;
+        };
+        let rows = match rows {
+            Ok(rows) => rows,
+            // Older upstream versions have no table for the kinds added later
+            // (DeploymentChain, DeploymentTrace): nothing of that kind to import.
+            Err(mysql_async::Error::Server(e)) if e.code == ER_NO_SUCH_TABLE => {
+                return Ok(Page {
+                    records: Vec::new(),
+                    more: false,
+                });
+            }
+            Err(e) => return Err(unavailable(table, e)),
+        };
         let more = rows.len() > page_size.max(1);
         let mut records = Vec::with_capacity(rows.len().min(page_size.max(1)));
         for (id, data) in rows.into_iter().take(page_size.max(1)) {

@@ -166,6 +166,7 @@ async fn seeded_source() -> Side {
 fn options() -> MigrateOptions {
     let mut options = MigrateOptions::new("source", "destination");
     options.page_size = PAGE;
+    options.object_page_size = PAGE;
     options
 }
 

@@ -13,6 +13,7 @@
 //! accepted; a backend shared by several processes must use one with atomic conditional
 //! writes (S3).
 
+use std::collections::BinaryHeap;
 use std::collections::hash_map::DefaultHasher;
 use std::fs;
 use std::hash::{Hash, Hasher};
@@ -206,11 +207,66 @@ struct Walk<'a> {
     more: bool,
 }
 
+/// Part of a directory, for a listing page.
+struct Candidates {
+    /// Keys in order (a directory's ending in `/`), each with whether it is a directory.
+    keys: Vec<(String, bool)>,
+    /// Whether entries past these were left out.
+    truncated: bool,
+}
+
 impl Walk<'_> {
     /// Depth-first over `rel_dir` (`""` or ending in `/`). Entries are visited in order of
     /// `name` for files and `name/` for directories, which is exactly the order of the
     /// full paths, so objects come out sorted and the walk can stop after `limit`.
+    ///
+    /// Only the smallest entries a page can still use are held, not the whole directory
+    /// (one of 100,000 deployments' logs would be megabytes of names per page); a
+    /// directory is read again, past the last entry handled, in the rare case those ran
+    /// out early (directories holding fewer objects than entries).
     fn dir(&mut self, rel_dir: &str) -> Result<()> {
+        let mut handled: Option<String> = None;
+        loop {
+            // One more than the objects still wanted, so that `more` can be told.
+            let budget = (self.limit - self.out.len()).saturating_add(1);
+            let Some(Candidates { keys, truncated }) =
+                self.smallest_entries(rel_dir, handled.as_deref(), budget)?
+            else {
+                return Ok(());
+            };
+            for (key, is_dir) in keys {
+                if self.more {
+                    return Ok(());
+                }
+                if is_dir {
+                    self.dir(&key)?;
+                } else {
+                    if self.out.len() == self.limit {
+                        self.more = true;
+                        return Ok(());
+                    }
+                    let full = self.root.join(&key);
+                    // Gone since read_dir: a concurrent delete.
+                    if let Some(attrs) = attrs(key.clone(), &full)? {
+                        self.out.push(attrs);
+                    }
+                }
+                handled = Some(key);
+            }
+            if !truncated || self.more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The `budget` smallest keys of `rel_dir` after `handled` that can hold or be a match
+    /// (sorted), and whether any were left out; `None` if the directory is gone.
+    fn smallest_entries(
+        &self,
+        rel_dir: &str,
+        handled: Option<&str>,
+        budget: usize,
+    ) -> Result<Option<Candidates>> {
         let full_dir = self.root.join(rel_dir);
         let entries = match fs::read_dir(&full_dir) {
             Ok(entries) => entries,
@@ -220,11 +276,13 @@ impl Walk<'_> {
                     io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
                 ) =>
             {
-                return Ok(());
+                return Ok(None);
             }
             Err(e) => return Err(StoreError::Internal(format!("listing {rel_dir:?}: {e}"))),
         };
-        let mut keys: Vec<(String, bool)> = Vec::new();
+        // A max-heap of the smallest keys seen: the largest is dropped past the budget.
+        let mut keep: BinaryHeap<(String, bool)> = BinaryHeap::new();
+        let mut truncated = false;
         for entry in entries {
             let entry =
                 entry.map_err(|e| StoreError::Internal(format!("listing {rel_dir:?}: {e}")))?;
@@ -237,45 +295,45 @@ impl Walk<'_> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            if kind.is_dir() {
-                keys.push((format!("{rel_dir}{name}/"), true));
+            let key = if kind.is_dir() {
+                format!("{rel_dir}{name}/")
             } else if kind.is_file() {
-                keys.push((format!("{rel_dir}{name}"), false));
-            }
-        }
-        keys.sort();
-        for (key, is_dir) in keys {
-            if self.more {
-                return Ok(());
-            }
-            if is_dir {
-                // Only directories that can hold a match, and not wholly before `after`.
-                if !(key.starts_with(self.prefix) || self.prefix.starts_with(&key)) {
-                    continue;
-                }
-                if self
-                    .after
-                    .is_some_and(|a| key.as_str() < a && !a.starts_with(&key))
-                {
-                    continue;
-                }
-                self.dir(&key)?;
+                format!("{rel_dir}{name}")
             } else {
-                if !key.starts_with(self.prefix) || self.after.is_some_and(|a| key.as_str() <= a) {
-                    continue;
-                }
-                if self.out.len() == self.limit {
-                    self.more = true;
-                    return Ok(());
-                }
-                let full = self.root.join(&key);
-                // Gone since read_dir: a concurrent delete.
-                if let Some(attrs) = attrs(key, &full)? {
-                    self.out.push(attrs);
-                }
+                continue;
+            };
+            if handled.is_some_and(|h| key.as_str() <= h) || !self.wanted(&key, kind.is_dir()) {
+                continue;
             }
+            if keep.len() == budget {
+                match keep.peek() {
+                    Some((largest, _)) if key < *largest => {
+                        keep.pop();
+                    }
+                    _ => {
+                        truncated = true;
+                        continue;
+                    }
+                }
+                truncated = true;
+            }
+            keep.push((key, kind.is_dir()));
         }
-        Ok(())
+        Ok(Some(Candidates {
+            keys: keep.into_sorted_vec(),
+            truncated,
+        }))
+    }
+
+    /// Whether a file is a match, or a directory can hold one, given the prefix and the
+    /// position to list after.
+    fn wanted(&self, key: &str, is_dir: bool) -> bool {
+        if is_dir {
+            (key.starts_with(self.prefix) || self.prefix.starts_with(key))
+                && !self.after.is_some_and(|a| key < a && !a.starts_with(key))
+        } else {
+            key.starts_with(self.prefix) && self.after.is_none_or(|a| key > a)
+        }
     }
 }
 
@@ -456,5 +514,51 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("b")]);
+    }
+
+    /// Pages hold only the entries they can use; directories without objects (left by
+    /// another process, or by hand) make the walk read a directory again past them.
+    #[tokio::test]
+    async fn pages_come_out_in_order_past_empty_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = LocalFilestore::open(dir.path()).expect("open");
+        let mut expected = Vec::new();
+        for d in 0..30 {
+            if d % 3 == 0 {
+                std::fs::create_dir_all(dir.path().join(format!("log/{d:02}/empty")))
+                    .expect("mkdir");
+                continue;
+            }
+            for f in 0..(d % 4) {
+                let path = format!("log/{d:02}/s/{f}.txt");
+                fs.put(&path, b"x".to_vec(), PutCondition::Any)
+                    .await
+                    .expect("put");
+                expected.push(path);
+            }
+        }
+        fs.put("log0", b"x".to_vec(), PutCondition::Any)
+            .await
+            .expect("put");
+        for limit in [1, 2, 3, 7, 100] {
+            let mut listed = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let page = fs
+                    .list("log/", after.as_deref(), limit)
+                    .await
+                    .expect("list");
+                assert!(page.objects.len() <= limit);
+                listed.extend(page.objects.into_iter().map(|o| o.path));
+                match page.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            assert_eq!(listed, expected, "limit {limit}");
+        }
+        let all = fs.list("", None, 0).await.expect("list all");
+        assert_eq!(all.objects.len(), expected.len() + 1);
+        assert_eq!(all.next, None);
     }
 }

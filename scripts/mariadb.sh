@@ -46,9 +46,8 @@ install_mariadb() {
   fi
 }
 
-running() {
-  [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
-}
+# running, stop_pidfile
+source "$root/scripts/lib/pidfile.sh"
 
 start() {
   install_mariadb
@@ -88,21 +87,7 @@ start() {
 }
 
 stop() {
-  if ! running; then
-    rm -f "$pidfile"
-    echo "mariadb.sh: not running on port $port"
-    return
-  fi
-  local pid
-  pid=$(cat "$pidfile")
-  kill "$pid"
-  for _ in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
-  rm -f "$pidfile"
-  echo "mariadb.sh: stopped mariadbd on port $port"
+  stop_pidfile mariadb.sh mariadbd 10
 }
 
 case "$cmd" in

@@ -46,9 +46,8 @@ moto_bin() {
   echo "$venv/bin/moto_server"
 }
 
-running() {
-  [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
-}
+# running, stop_pidfile
+source "$root/scripts/lib/pidfile.sh"
 
 answers() {
   curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/moto-api/" 2>/dev/null
@@ -81,21 +80,7 @@ start() {
 }
 
 stop() {
-  if ! running; then
-    rm -f "$pidfile"
-    echo "moto.sh: not running on port $port"
-    return
-  fi
-  local pid
-  pid=$(cat "$pidfile")
-  kill "$pid"
-  for _ in $(seq 1 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
-  rm -f "$pidfile"
-  echo "moto.sh: stopped moto_server on port $port"
+  stop_pidfile moto.sh moto_server 5
 }
 
 case "$cmd" in

@@ -43,9 +43,8 @@ install_redis() {
   fi
 }
 
-running() {
-  [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
-}
+# running, stop_pidfile
+source "$root/scripts/lib/pidfile.sh"
 
 start() {
   install_redis
@@ -69,21 +68,7 @@ start() {
 }
 
 stop() {
-  if ! running; then
-    rm -f "$pidfile"
-    echo "redis.sh: not running on port $port"
-    return
-  fi
-  local pid
-  pid=$(cat "$pidfile")
-  kill "$pid"
-  for _ in $(seq 1 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
-  rm -f "$pidfile"
-  echo "redis.sh: stopped redis-server on port $port"
+  stop_pidfile redis.sh redis-server 5
 }
 
 case "$cmd" in

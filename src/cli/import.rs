@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use wisp_config::{Config, DatastoreConfig, FilestoreConfig};
 use wisp_store::filestore::Filestore;
-use wisp_store::migrate::{Backends, FileCheckpoint, MigrateError, MigrateOptions, migrate};
+use wisp_store::migrate::{Backends, FileCheckpoint, MigrateOptions};
 
-use crate::cli::migrate::{Bar, table};
+use crate::cli::migrate::{Wording, copy_and_report};
 use crate::cli::stores::StoreArgs;
 use crate::error::CliError;
 
@@ -87,8 +87,7 @@ async fn pipecd(args: PipecdArgs) -> Result<(), CliError> {
     // Wisp's stores may hold projects and pipeds of their own (the quickstart project):
     // what must hold is that every upstream record and object is there.
     options.verify_presence = true;
-    let progress = Bar::new();
-    let result = migrate(
+    let result = copy_and_report(
         Backends {
             datastore: &source_records,
             filestore: source_files.as_ref(),
@@ -98,37 +97,18 @@ async fn pipecd(args: PipecdArgs) -> Result<(), CliError> {
             filestore: destination.filestore.as_ref(),
         },
         &options,
-        &progress,
         &checkpoints,
+        &Wording {
+            run: "import",
+            destination: "IN WISP",
+            json: args.json,
+            mismatch_hint: "was the upstream control plane still writing, or did Wisp's \
+                            stores hold other data?",
+        },
     )
     .await;
-    progress.clear();
     source_records.disconnect().await;
-    let report = result.map_err(|e| match e {
-        MigrateError::Store { .. } => CliError::Failure(anyhow::anyhow!(
-            "import stopped: {e}; run the same command again to resume from {}",
-            checkpoints.path().display()
-        )),
-        MigrateError::Checkpoint(_) | MigrateError::Options(_) => {
-            CliError::Failure(anyhow::anyhow!("{e}"))
-        }
-    })?;
-
-    if args.json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| CliError::Failure(anyhow::anyhow!("encode the report: {e}")))?;
-        println!("{text}");
-    } else {
-        print!("{}", table(&report, args.dry_run, "IN WISP"));
-    }
-    if !args.dry_run && !report.counts_match() {
-        return Err(CliError::Failure(anyhow::anyhow!(
-            "counts differ after the import ({}); was the upstream control plane still \
-             writing, or did Wisp's stores hold other data? Run again to copy what changed",
-            report.mismatches().join("; ")
-        )));
-    }
-    Ok(())
+    result
 }
 
 /// Upstream's filestore, read where its config says: S3, MinIO (through the S3 API), or

@@ -82,8 +82,7 @@ pub async fn run(args: MigrateArgs) -> Result<(), CliError> {
         to.path.display().to_string(),
     );
     options.restart = args.restart;
-    let progress = Bar::new();
-    let result = migrate(
+    copy_and_report(
         Backends {
             datastore: source.datastore.as_ref(),
             filestore: source.filestore.as_ref(),
@@ -93,14 +92,44 @@ pub async fn run(args: MigrateArgs) -> Result<(), CliError> {
             filestore: destination.filestore.as_ref(),
         },
         &options,
-        &progress,
         &checkpoints,
+        &Wording {
+            run: "migration",
+            destination: "DESTINATION",
+            json: args.json,
+            mismatch_hint: "was the source written to meanwhile, or did the destination hold \
+                            other data?",
+        },
     )
-    .await;
+    .await
+}
+
+/// How a run of the engine is told: its name, the report's destination column, JSON or
+/// a table, and the likely causes of differing counts.
+pub(crate) struct Wording {
+    pub run: &'static str,
+    pub destination: &'static str,
+    pub json: bool,
+    pub mismatch_hint: &'static str,
+}
+
+/// Runs the engine with a progress bar, prints its report, and fails (exit 1) when it
+/// stopped or when the counts differ after a run that wrote (`wisp migrate`,
+/// `wisp import pipecd`).
+pub(crate) async fn copy_and_report(
+    from: Backends<'_>,
+    to: Backends<'_>,
+    options: &MigrateOptions,
+    checkpoints: &FileCheckpoint,
+    wording: &Wording,
+) -> Result<(), CliError> {
+    let progress = Bar::new();
+    let result = migrate(from, to, options, &progress, checkpoints).await;
     progress.clear();
     let report = result.map_err(|e| match e {
         MigrateError::Store { .. } => CliError::Failure(anyhow::anyhow!(
-            "migration stopped: {e}; run the same command again to resume from {}",
+            "{} stopped: {e}; run the same command again to resume from {}",
+            wording.run,
             checkpoints.path().display()
         )),
         MigrateError::Checkpoint(_) | MigrateError::Options(_) => {
@@ -108,18 +137,19 @@ pub async fn run(args: MigrateArgs) -> Result<(), CliError> {
         }
     })?;
 
-    if args.json {
+    if wording.json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| CliError::Failure(anyhow::anyhow!("encode the report: {e}")))?;
         println!("{text}");
     } else {
-        print!("{}", table(&report, false, "DESTINATION"));
+        print!("{}", table(&report, options.dry_run, wording.destination));
     }
-    if !report.counts_match() {
+    if !options.dry_run && !report.counts_match() {
         return Err(CliError::Failure(anyhow::anyhow!(
-            "counts differ after the migration ({}); was the source written to meanwhile, \
-             or did the destination hold other data? Run again to copy what changed",
-            report.mismatches().join("; ")
+            "counts differ after the {} ({}); {} Run again to copy what changed",
+            wording.run,
+            report.mismatches().join("; "),
+            wording.mismatch_hint
         )));
     }
     Ok(())
@@ -219,7 +249,7 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// The per-kind counts of both sides and what was done; for a dry run, what would be
 /// done (and the destination as it is).
-pub(crate) fn table(report: &MigrateReport, dry_run: bool, destination: &str) -> String {
+fn table(report: &MigrateReport, dry_run: bool, destination: &str) -> String {
     let (copied, updated) = if dry_run {
         ("TO COPY", "TO UPDATE")
     } else {
@@ -273,13 +303,13 @@ pub(crate) fn table(report: &MigrateReport, dry_run: bool, destination: &str) ->
 
 /// The progress display: one bar (or spinner) per stage on stderr, drawn only when
 /// stderr is a terminal.
-pub(crate) struct Bar {
+struct Bar {
     visible: bool,
     current: Mutex<Option<ProgressBar>>,
 }
 
 impl Bar {
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Bar {
             visible: std::io::stderr().is_terminal(),
             current: Mutex::new(None),
@@ -291,7 +321,7 @@ impl Bar {
         current.as_ref().map(f)
     }
 
-    pub(crate) fn clear(&self) {
+    fn clear(&self) {
         if let Ok(mut current) = self.current.lock()
             && let Some(bar) = current.take()
         {

@@ -533,18 +533,24 @@ async fn restart_ignores_a_checkpoint_and_a_foreign_checkpoint_is_not_resumed() 
     assert_same(&from, &other, &report).await;
 }
 
-#[tokio::test]
-async fn extra_records_in_the_destination_make_the_counts_differ() {
-    let from = seeded_source().await;
-    let to = Side::new();
-    to.ds
+/// A destination holding a record and an object the source does not have.
+async fn side_with_its_own_data() -> Side {
+    let side = Side::new();
+    side.ds
         .create(Kind::Project, record(Kind::Project, 42))
         .await
         .expect("extra");
-    to.fs
+    side.fs
         .put("insights/extra", b"x".to_vec(), PutCondition::Absent)
         .await
         .expect("extra object");
+    side
+}
+
+#[tokio::test]
+async fn extra_records_in_the_destination_make_the_counts_differ() {
+    let from = seeded_source().await;
+    let to = side_with_its_own_data().await;
     let report = run(&from, to.backends(), &MemoryCheckpoint::new())
         .await
         .expect("migrate");
@@ -699,15 +705,7 @@ async fn a_dry_run_tallies_what_would_move_and_writes_nothing() {
 #[tokio::test]
 async fn verifying_presence_ignores_the_destinations_own_data_but_not_a_missing_record() {
     let from = seeded_source().await;
-    let to = Side::new();
-    to.ds
-        .create(Kind::Project, record(Kind::Project, 42))
-        .await
-        .expect("extra");
-    to.fs
-        .put("insights/extra", b"x".to_vec(), PutCondition::Absent)
-        .await
-        .expect("extra object");
+    let to = side_with_its_own_data().await;
     let mut presence = options();
     presence.verify_presence = true;
     let report = migrate(

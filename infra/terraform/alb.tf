@@ -174,7 +174,7 @@ resource "aws_lb_listener" "http" {
 }
 
 resource "aws_route53_record" "alias" {
-  count   = var.route53_zone_id != null && var.domain_name != null ? 1 : 0
+  count   = local.create_route53_record ? 1 : 0
   zone_id = var.route53_zone_id
   name    = var.domain_name
   type    = "A"
@@ -191,8 +191,12 @@ resource "aws_route53_record" "alias" {
 # the CNAME record ACM asks for, in route53_zone_id. The listener waits for the validation.
 
 locals {
-  create_certificate = var.certificate_arn == null && var.route53_zone_id != null && var.domain_name != null
-  certificate_arn    = local.create_certificate ? aws_acm_certificate_validation.this[0].certificate_arn : var.certificate_arn
+  # count and for_each need these known during the plan: a zone or certificate the root
+  # module creates in the same apply is not, so create_route53_record and
+  # create_certificate, when given, decide instead of the nullness of the IDs.
+  create_route53_record = var.domain_name != null && (var.create_route53_record != null ? var.create_route53_record : var.route53_zone_id != null)
+  create_certificate    = var.domain_name != null && (var.create_certificate != null ? var.create_certificate : var.certificate_arn == null && var.route53_zone_id != null)
+  certificate_arn       = local.create_certificate ? aws_acm_certificate_validation.this[0].certificate_arn : var.certificate_arn
 }
 
 resource "aws_acm_certificate" "this" {

@@ -16,8 +16,11 @@ resource "aws_lambda_function" "this" {
   for_each = local.functions
 
   function_name = "${var.name}-${each.key}"
-  description   = "Wisp ${each.key} (${each.value})"
-  role          = aws_iam_role.function[each.key].arn
+  # config_revision is part of the configuration, so that changing it publishes a new
+  # version (publish = true) and moves the live alias: the functions then start afresh and
+  # read the config secret's current value (docs/DEPLOY.md, "After changing the config").
+  description = var.config_revision == null ? "Wisp ${each.key} (${each.value})" : "Wisp ${each.key} (${each.value}), config ${var.config_revision}"
+  role        = aws_iam_role.function[each.key].arn
 
   runtime          = "provided.al2023"
   handler          = "bootstrap"

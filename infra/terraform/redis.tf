@@ -198,9 +198,11 @@ resource "aws_nat_gateway" "this" {
 
 # Fails if a route table already has a default route: then leave create_nat_gateway off
 # and use that route (with create_vpc_endpoints = false for http in the VPC).
+# Counted, not keyed by the IDs: route tables the root module creates in the same apply
+# have no IDs during the plan, while their number is known.
 resource "aws_route" "nat" {
-  for_each               = local.nat_count == 1 ? toset(var.private_route_table_ids) : toset([])
-  route_table_id         = each.value
+  count                  = local.nat_count == 1 ? length(var.private_route_table_ids) : 0
+  route_table_id         = var.private_route_table_ids[count.index]
   destination_cidr_block = "0.0.0.0/0"
   nat_gateway_id         = aws_nat_gateway.this[0].id
 }

@@ -62,6 +62,18 @@ variable "route53_zone_id" {
   default     = null
 }
 
+variable "create_route53_record" {
+  description = "Create domain_name's alias A record in route53_zone_id. null: when route53_zone_id is set. Give true or false when route53_zone_id is unknown until apply (a hosted zone the root module creates in the same apply), since count needs it during the plan."
+  type        = bool
+  default     = null
+}
+
+variable "create_certificate" {
+  description = "Request the certificate for domain_name and validate it through DNS records in route53_zone_id. null: when certificate_arn is null and route53_zone_id is set. Give true or false when certificate_arn or route53_zone_id is unknown until apply (created in the same apply)."
+  type        = bool
+  default     = null
+}
+
 variable "alb_internal" {
   description = "Make the load balancer internal (reachable only inside the VPC and connected networks)."
   type        = bool
@@ -181,6 +193,17 @@ variable "log_level" {
   description = "WISP_LOG of every function (a tracing filter: error, warn, info, debug)."
   type        = string
   default     = "info"
+}
+
+variable "config_revision" {
+  description = "Any label of the config secret's current value (e.g. a date). Changing it publishes a new version of every function and moves the live aliases, so that a changed config reaches traffic (docs/DEPLOY.md, \"After changing the config\"); null: none."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.config_revision == null || can(regex("^[A-Za-z0-9._:-]{1,40}$", var.config_revision))
+    error_message = "config_revision: 1 to 40 letters, digits, '.', '_', ':' or '-'."
+  }
 }
 
 variable "log_retention_days" {

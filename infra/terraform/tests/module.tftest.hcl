@@ -351,7 +351,7 @@ run "redis_with_http_in_the_vpc_through_nat" {
     error_message = "every function in the VPC with Redis"
   }
   assert {
-    condition     = length(aws_nat_gateway.this) == 1 && aws_nat_gateway.this[0].subnet_id == "subnet-a" && keys(aws_route.nat) == ["rtb-1", "rtb-2"] && alltrue([for r in aws_route.nat : r.destination_cidr_block == "0.0.0.0/0"])
+    condition     = length(aws_nat_gateway.this) == 1 && aws_nat_gateway.this[0].subnet_id == "subnet-a" && [for r in aws_route.nat : r.route_table_id] == ["rtb-1", "rtb-2"] && alltrue([for r in aws_route.nat : r.destination_cidr_block == "0.0.0.0/0"])
     error_message = "a NAT gateway in the first ALB subnet and a default route to it in each private route table"
   }
   assert {
@@ -423,6 +423,99 @@ run "custom_domain_with_route53" {
   assert {
     condition     = output.address == "https://pipecd.example.com"
     error_message = "the address is the domain"
+  }
+}
+
+# Config changes reach the live aliases: config_revision is part of each function's
+# configuration (its description), and a function with publish = true publishes a new
+# version when its configuration changes, which the live alias then points at.
+run "config_revision" {
+  command = plan
+
+  variables {
+    config_revision = "2026-11-26.1"
+  }
+
+  assert {
+    condition     = alltrue([for k, f in aws_lambda_function.this : f.publish && f.description == "Wisp ${k} (wisp-${k}), config 2026-11-26.1"])
+    error_message = "every function carries the config revision in its configuration"
+  }
+}
+
+run "config_revision_is_checked" {
+  command = plan
+
+  variables {
+    config_revision = "today please"
+  }
+
+  expect_failures = [var.config_revision]
+}
+
+# A root module creating the zone, the certificate and the private route tables in the
+# same apply (unknown during the plan) plans: count and for_each use create_route53_record,
+# create_certificate and the number of route tables.
+run "common_layout_own_certificate" {
+  command = plan
+
+  module {
+    source = "./tests/fixtures/common_layout"
+  }
+
+  variables {
+    module_creates_certificate = false
+  }
+
+  # The module's data sources, under the fixture's module call.
+  override_data {
+    target = module.wisp.data.aws_caller_identity.current
+    values = { account_id = "123456789012" }
+  }
+  override_data {
+    target = module.wisp.data.aws_partition.current
+    values = { partition = "aws" }
+  }
+  override_data {
+    target = module.wisp.data.aws_region.current
+    values = { name = "us-east-1" }
+  }
+
+  # Only the module's outputs are visible from here: that the plan is made at all is the
+  # point (it failed with "Invalid count argument" and "Invalid for_each argument").
+  assert {
+    condition     = module.wisp.address == "https://pipecd.example.com" && length(module.wisp.function_names) == 5
+    error_message = "the deployment plans with the root module's zone, certificate and route tables"
+  }
+}
+
+run "common_layout_module_certificate" {
+  command = plan
+
+  module {
+    source = "./tests/fixtures/common_layout"
+  }
+
+  variables {
+    module_creates_certificate = true
+  }
+
+  # The module's data sources, under the fixture's module call.
+  override_data {
+    target = module.wisp.data.aws_caller_identity.current
+    values = { account_id = "123456789012" }
+  }
+  override_data {
+    target = module.wisp.data.aws_partition.current
+    values = { partition = "aws" }
+  }
+  override_data {
+    target = module.wisp.data.aws_region.current
+    values = { name = "us-east-1" }
+  }
+
+  assert {
+    condition     = module.wisp.address == "https://pipecd.example.com" && length(module.wisp.function_names) == 5
+    error_message = "the deployment plans with the module's certificate in the root module's new zone"
   }
 }
 

@@ -17,6 +17,7 @@ module "wisp" {
   route53_zone_id = var.route53_zone_id
 
   generate_encryption_key = true
+  config_revision         = var.config_revision
 
   # The alarms exist either way; with a topic they also notify it (e.g. an email
   # subscription). The dashboard is named after `name`.

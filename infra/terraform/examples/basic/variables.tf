@@ -42,3 +42,9 @@ variable "alarm_sns_topic_arn" {
   type        = string
   default     = null
 }
+
+variable "config_revision" {
+  description = "Change it after putting a new config into the config secret (e.g. terraform apply -var config_revision=$(date +%F-%H%M)): the functions publish new versions and their live aliases move to them."
+  type        = string
+  default     = null
+}

@@ -22,9 +22,10 @@ pub mod compress;
 pub mod frame;
 mod headers;
 pub mod idle;
+pub mod inbound;
+pub mod ready;
 pub mod status;
 
-use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::path::PathBuf;
@@ -38,7 +39,7 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
 
 pub use body::GrpcBody;
@@ -161,6 +162,9 @@ pub struct Config {
     pub ca_file: Option<PathBuf>,
     /// Client connections open at once; at the cap new ones wait until one closes.
     pub max_connections: usize,
+    /// Serve clients over TLS with this certificate and key (an in-cluster service)
+    /// instead of plaintext.
+    pub inbound_tls: Option<inbound::InboundTls>,
 }
 
 impl Config {
@@ -173,6 +177,7 @@ impl Config {
             max_response_bytes: DEFAULT_MAX_BODY_BYTES,
             ca_file: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            inbound_tls: None,
         }
     }
 }
@@ -191,6 +196,8 @@ pub enum ConfigError {
     NoRoots(String),
     #[error("TLS set-up: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("--tls-cert/--tls-key {path}: {reason}")]
+    InboundTls { path: PathBuf, reason: String },
 }
 
 // ---------------------------------------------------------------------------------------
@@ -209,6 +216,10 @@ struct Inner {
     config: Config,
     upstream_display: String,
     client: UpstreamClient,
+    /// Accepts TLS from clients, when the bridge serves TLS.
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Set on shutdown: `/readyz` fails from then on.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Bridge {
@@ -224,11 +235,18 @@ impl Bridge {
     /// `--ca-file` fails at start).
     pub fn new(config: Config) -> Result<Bridge, ConfigError> {
         let client = upstream_client(&config)?;
+        let tls = config
+            .inbound_tls
+            .as_ref()
+            .map(inbound::acceptor)
+            .transpose()?;
         Ok(Bridge {
             inner: Arc::new(Inner {
                 upstream_display: config.upstream.to_string(),
                 config,
                 client,
+                tls,
+                draining: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -288,21 +306,14 @@ impl Bridge {
                 idle::FIRST_BYTES_TIMEOUT,
                 idle::DEFAULT_IDLE_TIMEOUT,
             );
-            let bridge = self.clone();
-            let service = hyper::service::service_fn(move |req| {
-                let bridge = bridge.clone();
-                async move { Ok::<_, Infallible>(bridge.handle(req).await) }
-            });
-            let conn = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .into_owned();
-            let conn = graceful.watch(conn);
-            tokio::spawn(async move {
-                let _place = place;
-                if let Err(err) = conn.await {
-                    tracing::debug!(%peer, error = %err, "client connection ended with an error");
-                }
-            });
+            inbound::spawn_connection(
+                self.clone(),
+                &builder,
+                graceful.watcher(),
+                stream,
+                peer,
+                place,
+            );
         }
         drop(listener);
         if tokio::time::timeout(grace, graceful.shutdown())
@@ -327,6 +338,11 @@ impl Bridge {
             && (req.method() == Method::GET || req.method() == Method::HEAD)
         {
             return plain_response(StatusCode::OK, "ok");
+        }
+        if req.uri().path() == ready::READY_PATH
+            && (req.method() == Method::GET || req.method() == Method::HEAD)
+        {
+            return ready::answer(self).await;
         }
         let Some(content_type) = grpc_content_type(&req) else {
             return plain_response(

@@ -12,7 +12,12 @@
 # Every function gets s3:ListBucket on the bucket: HeadBucket at init needs it, and
 # without it a missing object reads as 403 instead of 404 (NotFound). DescribeTable is
 # the init-time warm-up. No function deletes DynamoDB items (records expire by TTL) or
-# scans (batch jobs Query the table partition).
+# scans (batch jobs Query the table partition). revocations.json (shared/store
+# revocations.rs) is written by whatever revokes: api and web-api PutObject it (disabling a
+# piped or an API key, deleting old keys), http GetObject and PutObject it (logout).
+#
+# tests/e2e/iam_enforced.rs runs every function with exactly these grants (derived from
+# this file by scripts/iam-policies) on a moto_server enforcing IAM.
 
 locals {
   dynamodb_read  = ["dynamodb:DescribeTable", "dynamodb:GetItem"]
@@ -48,6 +53,16 @@ locals {
       s3         = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
       s3_objects = local.s3_objects
     }
+  }
+}
+
+locals {
+  # revocations.json (header): the functions that revoke and lack it among their objects.
+  revocations = "${aws_s3_bucket.this.arn}/${var.s3_key_prefix}revocations.json"
+  revocations_access = {
+    "api"     = ["s3:PutObject"]
+    "web-api" = ["s3:PutObject"]
+    "http"    = ["s3:GetObject", "s3:PutObject"]
   }
 }
 
@@ -103,6 +118,15 @@ data "aws_iam_policy_document" "function" {
       sid       = "Objects"
       actions   = local.access[each.key].s3
       resources = [local.access[each.key].s3_objects]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = contains(keys(local.revocations_access), each.key) ? [1] : []
+    content {
+      sid       = "Revocations"
+      actions   = local.revocations_access[each.key]
+      resources = [local.revocations]
     }
   }
 

@@ -73,13 +73,20 @@ pub struct AwsEnv {
     pub dynamodb: String,
     /// moto_server: S3 and Secrets Manager.
     pub moto: String,
+    /// The access key (id, secret) the test and the admin commands use, where the
+    /// stand-in checks them (the IAM-enforcing moto of support/iam.rs); `None`: any.
+    pub credentials: Option<(String, String)>,
 }
 
 impl AwsEnv {
     /// The stand-ins from the environment; `None` (after a note) when unset.
     pub fn from_env(test: &str) -> Option<AwsEnv> {
         match (env_var(DYNAMODB_VAR), env_var(MOTO_VAR)) {
-            (Some(dynamodb), Some(moto)) => Some(AwsEnv { dynamodb, moto }),
+            (Some(dynamodb), Some(moto)) => Some(AwsEnv {
+                dynamodb,
+                moto,
+                credentials: None,
+            }),
             _ => skip(
                 test,
                 &format!(
@@ -96,7 +103,15 @@ impl AwsEnv {
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
             .region(Region::new(REGION))
             .endpoint_url(endpoint);
-        if env_var("AWS_ACCESS_KEY_ID").is_none() {
+        if let Some((id, secret)) = &self.credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                id.clone(),
+                secret.clone(),
+                None,
+                None,
+                "wisp-test-operator",
+            ));
+        } else if env_var("AWS_ACCESS_KEY_ID").is_none() {
             loader = loader.credentials_provider(Credentials::new(
                 "wispTest",
                 "wispTest",
@@ -205,12 +220,18 @@ spec:
         args
     }
 
-    /// Secrets Manager is moto (the table and bucket endpoints are in the config).
+    /// Secrets Manager is moto (the table and bucket endpoints are in the config); the
+    /// operator's credentials where the stand-in checks them.
     pub fn env(&self) -> Vec<(OsString, OsString)> {
-        vec![(
+        let mut env = vec![(
             "AWS_ENDPOINT_URL_SECRETS_MANAGER".into(),
             self.env.moto.clone().into(),
-        )]
+        )];
+        if let Some((id, secret)) = &self.env.credentials {
+            env.push(("AWS_ACCESS_KEY_ID".into(), id.into()));
+            env.push(("AWS_SECRET_ACCESS_KEY".into(), secret.into()));
+        }
+        env
     }
 
     /// `wisp aws init` with this backend's config.

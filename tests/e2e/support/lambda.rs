@@ -102,6 +102,9 @@ pub fn function_binaries() -> Result<Vec<(&'static str, PathBuf)>, PathBuf> {
         .collect()
 }
 
+/// Changes to each function's environment, by function name: `None` removes a variable.
+pub type FunctionEnv = HashMap<&'static str, Vec<(String, Option<String>)>>;
+
 /// Where a function's response (or error text) goes.
 type Reply = oneshot::Sender<Result<Vec<u8>, String>>;
 
@@ -145,6 +148,13 @@ impl LambdaFront {
     /// Starts every function (config and key read from the secrets `backend` names, on
     /// moto) and the ALB emulator; returns once each function asked for its first event.
     pub fn start(backend: &AwsBackend, dir: &Path) -> LambdaFront {
+        Self::start_with(backend, dir, &HashMap::new())
+    }
+
+    /// [`LambdaFront::start`] with each function's environment changed as `env` says
+    /// (by function name, `wisp-api`, ...): a value sets a variable, `None` removes it
+    /// (support/iam.rs: each function's own credentials and the deployment's variables).
+    pub fn start_with(backend: &AwsBackend, dir: &Path, env: &FunctionEnv) -> LambdaFront {
         let binaries = function_binaries().unwrap_or_else(|missing| {
             panic!(
                 "{} is missing: run the whole workspace's tests (`cargo test --workspace`, as \
@@ -166,8 +176,9 @@ impl LambdaFront {
         for (name, path) in binaries {
             let (dir, backend, config_secret) =
                 (dir.to_path_buf(), backend.clone(), config_secret.clone());
+            let own = env.get(name).cloned().unwrap_or_default();
             let function = run_on(&runtime, async move {
-                start_function(name, &path, &dir, &backend, &config_secret).await
+                start_function(name, &path, &dir, &backend, &config_secret, &own).await
             });
             functions.push(function);
         }
@@ -309,6 +320,7 @@ async fn start_function(
     dir: &Path,
     backend: &AwsBackend,
     config_secret: &str,
+    own_env: &[(String, Option<String>)],
 ) -> Function {
     let (invoke, queue) = mpsc::unbounded_channel();
     let api = Arc::new(RuntimeApi {
@@ -350,6 +362,12 @@ async fn start_function(
     }
     if name == DEFAULT_FUNCTION {
         cmd.env("WISP_WEB_PREFIX", WEB_PREFIX);
+    }
+    for (key, value) in own_env {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
     }
     let child = cmd
         .spawn()

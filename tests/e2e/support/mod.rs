@@ -10,6 +10,7 @@ pub mod api;
 pub mod aws;
 pub mod bridge;
 pub mod fixtures;
+pub mod iam;
 pub mod lambda;
 pub mod scenarios;
 pub mod web;

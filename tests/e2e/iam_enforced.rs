@@ -1,0 +1,356 @@
+//! The Lambda deployment with exactly the permissions its deployment code grants, on a
+//! moto_server enforcing IAM (tests/e2e/support/iam.rs says how, and what moto does not
+//! check): once with the grants of the Terraform module (infra/terraform/iam.tf), once
+//! with those of the SAM template. One stack per flavour runs every scenario: pipeds
+//! through `wisp bridge`, pipectl's APIService calls, disabling and re-enabling pipeds
+//! (console and pipectl), disabling an API key, deleting old piped keys, console login
+//! and logout through the `http` and `web-api` functions (gRPC-web and HTTP, as the
+//! console's page sends them; no browser), every scheduled job through `jobs`, and
+//! `wisp migrate` into the AWS stores as the operator. No function may be refused a
+//! call, and a revoked credential or session must be refused by another function within
+//! the documented bound. A third test takes one grant away and sees the harness fail.
+//!
+//! Needs `scripts/moto.sh start-iam` (scripts/test starts it on its own port and sets
+//! WISP_TEST_MOTO_IAM_ENDPOINT and WISP_TEST_MOTO_IAM_OPERATOR), Terraform with the
+//! hashicorp/aws provider and PyPI aws-sam-translator (scripts/iam-policies).
+
+use crate::support;
+
+use futures::FutureExt;
+use std::time::{Duration, Instant};
+
+use tonic::Code;
+use wisp_proto::apiservice as api;
+use wisp_proto::pipedservice::ListUnhandledCommandsRequest;
+use wisp_proto::webservice as web;
+
+use support::api::{registered_events_flow, setup_on, sync_application_flow};
+use support::aws::AwsBackend;
+use support::iam::{Flavour, IamStack};
+use support::scenarios;
+use support::web::{cookie_value, set_cookie};
+use support::{QUICKSTART, Via, ok};
+
+/// The documented bound on revocation across instances (tests/e2e/revocation.rs).
+const BOUND: Duration = Duration::from_secs(30);
+
+/// The scheduled jobs (shared/jobs `Job::ALL`), as EventBridge invokes them.
+const JOBS: [&str; 5] = [
+    "orphan-commands",
+    "piped-stats",
+    "plan-preview-outputs",
+    "deployment-chains",
+    "insights",
+];
+
+/// Calls `call` until it fails with UNAUTHENTICATED, within [`BOUND`].
+async fn until_refused<F, Fut, T>(what: &str, mut call: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let started = Instant::now();
+    loop {
+        match call().await {
+            Err(status) if status.code() == Code::Unauthenticated => {
+                println!("{what}: refused after {} ms", started.elapsed().as_millis());
+                return;
+            }
+            Err(status) => panic!("{what}: unexpected {status:?}"),
+            Ok(_) => {}
+        }
+        assert!(
+            started.elapsed() < BOUND,
+            "{what}: still accepted after {} s",
+            BOUND.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Calls `call` until it succeeds, within [`BOUND`].
+async fn until_accepted<F, Fut, T>(what: &str, mut call: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let started = Instant::now();
+    loop {
+        match call().await {
+            Ok(_) => return,
+            Err(status) => assert!(
+                started.elapsed() < BOUND,
+                "{what}: still refused after {} s: {status:?}",
+                BOUND.as_secs()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Disabling (console and pipectl) and re-enabling pipeds, deleting a piped's old key,
+/// disabling an API key, logging in and out: each change made by one function (web-api,
+/// api, http) is recorded without a refused call and reaches another function
+/// (piped-api, api, web-api) within the bound.
+async fn revocations(stack: &IamStack) {
+    let wisp = &stack.wisp;
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let by_console = wisp.add_piped(QUICKSTART, "disabled-by-console");
+    let by_pipectl = wisp.add_piped(QUICKSTART, "disabled-by-pipectl");
+    let rotated = wisp.add_piped(QUICKSTART, "rotated");
+    let new_key = wisp.rotate_key(&rotated);
+    let admin_key = wisp.add_api_key(QUICKSTART, "ci", "READ_WRITE");
+    let doomed_key = wisp.add_api_key(QUICKSTART, "doomed", "READ_WRITE");
+
+    // Console login: the form to `http`, the calls to `web-api`.
+    let login = wisp.login_static(QUICKSTART, &username, &password).await;
+    let token = cookie_value(set_cookie(&login, "token").expect("a session")).to_string();
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    ok(console.get_me(web::GetMeRequest {}).await);
+
+    // Each credential verified (and cached) once on its function.
+    let poll = ListUnhandledCommandsRequest::default;
+    let mut p1 = wisp.piped_client(Via::Bridge, &by_console).await;
+    let mut p2 = wisp.piped_client(Via::Bridge, &by_pipectl).await;
+    let mut old = wisp.piped_client(Via::Bridge, &rotated).await;
+    let mut new = wisp.piped_client(Via::Bridge, &new_key).await;
+    let mut pipectl = wisp.api_key_client(Via::Bridge, &admin_key).await;
+    let mut doomed = wisp.api_key_client(Via::Bridge, &doomed_key).await;
+    ok(p1.list_unhandled_commands(poll()).await);
+    ok(p2.list_unhandled_commands(poll()).await);
+    ok(old.list_unhandled_commands(poll()).await);
+    ok(new.list_unhandled_commands(poll()).await);
+    ok(doomed
+        .list_applications(api::ListApplicationsRequest::default())
+        .await);
+
+    // A piped disabled in the console (web-api), refused by piped-api; enabled again.
+    ok(console
+        .disable_piped(web::DisablePipedRequest {
+            piped_id: by_console.id.clone(),
+        })
+        .await);
+    stack.assert_no_access_denied("DisablePiped (console)");
+    until_refused("piped disabled in the console", || {
+        let mut c = p1.clone();
+        async move { c.list_unhandled_commands(poll()).await }
+    })
+    .await;
+    ok(console
+        .enable_piped(web::EnablePipedRequest {
+            piped_id: by_console.id.clone(),
+        })
+        .await);
+    until_accepted("piped enabled again in the console", || {
+        let c = wisp.piped_client(Via::Bridge, &by_console);
+        async move { c.await.list_unhandled_commands(poll()).await }
+    })
+    .await;
+
+    // A piped disabled by pipectl (api), refused by piped-api; enabled again.
+    ok(pipectl
+        .disable_piped(api::DisablePipedRequest {
+            piped_id: by_pipectl.id.clone(),
+        })
+        .await);
+    stack.assert_no_access_denied("DisablePiped (pipectl)");
+    until_refused("piped disabled by pipectl", || {
+        let mut c = p2.clone();
+        async move { c.list_unhandled_commands(poll()).await }
+    })
+    .await;
+    ok(pipectl
+        .enable_piped(api::EnablePipedRequest {
+            piped_id: by_pipectl.id.clone(),
+        })
+        .await);
+    until_accepted("piped enabled again by pipectl", || {
+        let c = wisp.piped_client(Via::Bridge, &by_pipectl);
+        async move { c.await.list_unhandled_commands(poll()).await }
+    })
+    .await;
+
+    // Old keys deleted in the console: the old key refused, the new one not.
+    ok(console
+        .delete_old_piped_keys(web::DeleteOldPipedKeysRequest {
+            piped_id: rotated.id.clone(),
+        })
+        .await);
+    stack.assert_no_access_denied("DeleteOldPipedKeys (console)");
+    until_refused("deleted old piped key", || {
+        let mut c = old.clone();
+        async move { c.list_unhandled_commands(poll()).await }
+    })
+    .await;
+    ok(new.list_unhandled_commands(poll()).await);
+
+    // An API key disabled in the console, refused by api. (Neither upstream nor Wisp can
+    // enable an API key again: a new one is made instead.)
+    ok(console
+        .disable_api_key(web::DisableApiKeyRequest {
+            id: doomed_key.id.clone(),
+        })
+        .await);
+    stack.assert_no_access_denied("DisableAPIKey (console)");
+    until_refused("disabled API key", || {
+        let mut c = doomed.clone();
+        async move {
+            c.list_applications(api::ListApplicationsRequest::default())
+                .await
+        }
+    })
+    .await;
+
+    // Logout through `http`: the session refused by web-api.
+    let cookie = format!("token={token}");
+    let resp = wisp
+        .http_post("/auth/logout", &[("cookie", cookie.as_str())], Vec::new())
+        .await;
+    assert!(resp.status.is_redirection(), "logout: {resp:?}");
+    stack.assert_no_access_denied("logout");
+    until_refused("logged-out session", || {
+        let mut c = console.clone();
+        async move { c.get_me(web::GetMeRequest {}).await }
+    })
+    .await;
+}
+
+/// Every scheduled job, invoked as EventBridge does.
+fn jobs(stack: &IamStack) {
+    let front = stack.wisp.lambda().expect("running as Lambda functions");
+    for job in JOBS {
+        let report = front
+            .invoke("wisp-jobs", &serde_json::json!({"job": job}))
+            .unwrap_or_else(|e| panic!("job {job} failed: {e}\n{}", front.log_text("wisp-jobs")));
+        let report: serde_json::Value = serde_json::from_slice(&report).expect("a JSON report");
+        assert_eq!(report["job"], job, "report: {report}");
+        assert_eq!(report["finished"], true, "job {job}: {report}");
+        stack.assert_no_access_denied(&format!("job {job}"));
+    }
+}
+
+/// `wisp migrate` from a `wisp serve` data directory into AWS stores (a table and bucket
+/// of their own, made by `wisp aws init`), as the operator: an administrator, moto's
+/// `wisp-operator`, allowed everything (no function runs it).
+fn migrate(stack: &IamStack) {
+    let source = support::empty_data_dir();
+    let add = support::run_cli(source.path(), &["project", "add", "migrated"]);
+    assert_eq!(add.code, 0, "{add:?}");
+    let configs = support::empty_data_dir();
+    let from = configs.path().join("from.yaml");
+    std::fs::write(
+        &from,
+        format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n  datastore:\n    type: LOCAL\n    config:\n      path: {}\n  filestore:\n    type: LOCAL\n    config:\n      dir: {}\n",
+            source.path().join("wisp.db").display(),
+            source.path().join("filestore").display()
+        ),
+    )
+    .expect("write the source config");
+    let env = stack.wisp.aws().expect("AWS stores").env.clone();
+    let dest_dir = support::empty_data_dir();
+    let dest = AwsBackend::new(&env, dest_dir.path(), None);
+    let init = dest.init(dest_dir.path());
+    assert_eq!(
+        init.code, 0,
+        "wisp aws init (as the operator) failed: {init:?}"
+    );
+    let out = support::run_cli_with(
+        configs.path(),
+        &[
+            "migrate",
+            "--from",
+            from.to_str().expect("utf-8"),
+            "--to",
+            dest.config_path.to_str().expect("utf-8"),
+            "--json",
+        ],
+        &[],
+        &dest.env(),
+    );
+    assert_eq!(
+        out.code, 0,
+        "wisp migrate (as the operator) failed: {out:?}"
+    );
+}
+
+/// Every scenario on one stack, then what the calls tell about the grants.
+async fn every_scenario(flavour: Flavour, test: &str) {
+    let Some(stack) = IamStack::start(test, flavour, |_| {}) else {
+        return;
+    };
+    scenarios::deployment_lifecycle_on(&stack.wisp, Via::Bridge).await;
+    stack.assert_no_access_denied("pipeds through wisp bridge");
+    jobs(&stack);
+    revocations(&stack).await;
+    migrate(&stack);
+    let IamStack {
+        wisp,
+        derived,
+        recorder,
+        functions_by_key,
+        operator_key,
+    } = stack;
+    let mut setup = setup_on(wisp).await;
+    sync_application_flow(&mut setup).await;
+    registered_events_flow(&mut setup).await;
+    let stack = IamStack {
+        wisp: setup.wisp,
+        derived,
+        recorder,
+        functions_by_key,
+        operator_key,
+    };
+    stack.assert_no_access_denied("pipectl's calls");
+    stack.assert_calls_within_grants();
+    let front = stack.wisp.lambda().expect("running as Lambda functions");
+    for function in stack.derived.functions.keys() {
+        assert!(
+            front.invocations(&format!("wisp-{function}")) > 0,
+            "no scenario reached {function}"
+        );
+    }
+    let unused = stack.unused_grants();
+    println!(
+        "{flavour:?}: {} granted (function, action, resource) that no scenario used:\n{}",
+        unused.len(),
+        unused.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn every_scenario_with_the_terraform_grants() {
+    every_scenario(
+        Flavour::Terraform,
+        "every_scenario_with_the_terraform_grants",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn every_scenario_with_the_sam_grants() {
+    every_scenario(Flavour::Sam, "every_scenario_with_the_sam_grants").await;
+}
+
+/// The harness can fail: without web-api's grant to write the revocations object, the
+/// revocation scenario fails, and the failure names the AccessDenied.
+#[tokio::test]
+async fn a_missing_grant_fails_the_scenario() {
+    let Some(stack) = IamStack::start(
+        "a_missing_grant_fails_the_scenario",
+        Flavour::Terraform,
+        |derived| derived.remove_grant("web-api", "s3:PutObject", "revocations.json"),
+    ) else {
+        return;
+    };
+    let failure = std::panic::AssertUnwindSafe(revocations(&stack))
+        .catch_unwind()
+        .await
+        .expect_err("the scenario must fail without the grant");
+    let message = failure.downcast::<String>().map(|m| *m).unwrap_or_default();
+    assert!(
+        message.contains("AccessDenied") && message.contains("web-api"),
+        "the failure must name web-api's AccessDenied: {message}"
+    );
+}

@@ -6,11 +6,17 @@
 //!
 //! Records keep their ids, timestamps and key hashes: pipeds keep their ids and keys,
 //! API keys keep working. docs/MIGRATE-FROM-PIPECD.md gives the steps around it.
+//!
+//! The dump is not trusted ([`wisp_import::guard`]): a project Wisp already holds is not
+//! replaced without `--replace-projects`, only the object paths upstream writes are
+//! copied (never Wisp's revocations or the console's files), and what is refused is
+//! listed on stderr, by `--dry-run` too.
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use wisp_config::{Config, DatastoreConfig, FilestoreConfig};
+use wisp_import::guard::{GuardedDatastore, GuardedFilestore, ImportGuard};
 use wisp_store::filestore::Filestore;
 use wisp_store::migrate::{Backends, FileCheckpoint, MigrateOptions};
 
@@ -37,6 +43,11 @@ pub struct PipecdArgs {
     /// Start from the beginning, ignoring where an interrupted run stopped.
     #[arg(long)]
     pub restart: bool,
+    /// Replace the projects Wisp already holds with the dump's (their static admin,
+    /// settings and records). Without it such projects, and everything of theirs, are
+    /// left out and listed.
+    #[arg(long)]
+    pub replace_projects: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -77,6 +88,16 @@ async fn pipecd(args: PipecdArgs) -> Result<(), CliError> {
     // quickstart project there, which the source does not have.
     let loaded = wisp_app::sources::load(&args.stores.sources(wisp_app::KeySource::None)).await?;
     let destination = wisp_app::stores::open(&loaded.config, &args.stores.data_dir).await?;
+    let guard = ImportGuard::plan(
+        &source_records,
+        destination.datastore.clone(),
+        destination.filestore.clone(),
+        args.replace_projects,
+    )
+    .await
+    .map_err(|e| CliError::Failure(anyhow::anyhow!("read the dump's projects: {e}")))?;
+    let source_records = GuardedDatastore::new(source_records, guard.clone());
+    let source_files = GuardedFilestore::new(source_files, guard.clone());
     let checkpoints = FileCheckpoint::new(checkpoint_path(&args.stores));
     let mut options = MigrateOptions::new(
         format!("pipecd:{}", canonical(&args.from).display()),
@@ -90,7 +111,7 @@ async fn pipecd(args: PipecdArgs) -> Result<(), CliError> {
     let result = copy_and_report(
         Backends {
             datastore: &source_records,
-            filestore: source_files.as_ref(),
+            filestore: &source_files,
         },
         Backends {
             datastore: destination.datastore.as_ref(),
@@ -107,8 +128,30 @@ async fn pipecd(args: PipecdArgs) -> Result<(), CliError> {
         },
     )
     .await;
-    source_records.disconnect().await;
+    source_records.into_inner().disconnect().await;
+    print_refusals(&guard, args.dry_run);
     result
+}
+
+/// What the import left out, on stderr (stdout keeps the report, JSON or table).
+fn print_refusals(guard: &ImportGuard, dry_run: bool) {
+    let (listed, more) = guard.refusals().list();
+    if listed.is_empty() {
+        return;
+    }
+    let verb = if dry_run { "would refuse" } else { "refused" };
+    eprintln!("{verb} {} item(s) of the dump:", listed.len() as u64 + more);
+    for (what, why) in &listed {
+        eprintln!("  refused {what}: {why}");
+    }
+    if more > 0 {
+        eprintln!("  ... and {more} more");
+    }
+    if guard.refused_projects().next().is_some() {
+        eprintln!(
+            "projects Wisp holds are kept; pass --replace-projects to replace them with the dump's"
+        );
+    }
 }
 
 /// Upstream's filestore, read where its config says: S3, MinIO (through the S3 API), or

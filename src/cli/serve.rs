@@ -47,6 +47,23 @@ pub struct ServeArgs {
     /// under a name other than localhost.
     #[arg(long, env = "WISP_INSECURE_COOKIE")]
     pub insecure_cookie: bool,
+    /// A proxy or load balancer in front of `wisp serve` (an address or CIDR range; may
+    /// be repeated, or comma-separated in the variable): its `X-Forwarded-For` names a
+    /// static login's source, by which failed logins are counted. Without it the source
+    /// is the connection's peer, and `X-Forwarded-For` is ignored (anyone can write one).
+    #[arg(
+        long,
+        env = "WISP_TRUSTED_PROXIES",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        value_parser = |s: &str| s.parse::<wisp_console::login_guard::Cidr>()
+    )]
+    pub trusted_proxy: Vec<wisp_console::login_guard::Cidr>,
+    /// Let projects' SSO settings reach private, loopback, link-local and unique-local
+    /// addresses (an identity provider inside the network; plain http:// to loopback).
+    /// Without it they must be https:// addresses on the public internet.
+    #[arg(long, env = "WISP_SSO_ALLOW_PRIVATE_ADDRESSES")]
+    pub sso_allow_private_addresses: bool,
     /// Serve on a non-loopback address even though a project's static admin still has
     /// the default password `hello-pipecd` (refused otherwise).
     #[arg(long, env = "WISP_ALLOW_DEFAULT_PASSWORD")]
@@ -143,7 +160,11 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             "--max-connections must be at least 1".into(),
         ));
     }
-    let app = App::open(&args.stores.sources(key)).await?;
+    let app = App::open(&args.stores.sources(key)).await?.with_sso_policy(
+        wisp_services::web::sso_policy::ProviderPolicy {
+            allow_private: args.sso_allow_private_addresses,
+        },
+    );
     check_default_passwords(&app, args.addr, args.allow_default_password).await?;
     let web_api = app.web_api();
     let console = app.console(
@@ -151,6 +172,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         ConsoleOptions {
             insecure_cookie: args.insecure_cookie,
             static_files: args.web_dir.as_ref().map(wisp_console::StaticFiles::new),
+            trusted_proxies: args.trusted_proxy.clone(),
         },
     )?;
     let web_grpc = app.web_grpc(web_api)?;

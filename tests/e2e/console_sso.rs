@@ -90,6 +90,8 @@ struct Provider {
     claims: Arc<Mutex<serde_json::Value>>,
     /// The discovery document names an issuer other than this provider's address.
     wrong_issuer: Arc<std::sync::atomic::AtomicBool>,
+    /// Discovery documents served.
+    discoveries: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Provider {
@@ -102,6 +104,7 @@ impl Provider {
             addr,
             claims: Arc::new(Mutex::new(serde_json::json!({}))),
             wrong_issuer: Arc::default(),
+            discoveries: Arc::default(),
         };
         let served = provider.clone();
         serve(listener, move |req| {
@@ -131,7 +134,10 @@ impl Provider {
         };
         let issuer = self.issuer();
         match path.as_str() {
-            "/.well-known/openid-configuration" => json(serde_json::json!({
+            "/.well-known/openid-configuration" => {
+                self.discoveries
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                json(serde_json::json!({
                 "issuer": if self.wrong_issuer.load(std::sync::atomic::Ordering::SeqCst) {
                     "https://elsewhere.example.com".to_string()
                 } else {
@@ -140,7 +146,8 @@ impl Provider {
                 "authorization_endpoint": format!("{issuer}/authorize"),
                 "token_endpoint": format!("{issuer}/token"),
                 "jwks_uri": format!("{issuer}/jwks"),
-            })),
+                }))
+            }
             "/jwks" => {
                 let key = rsa::RsaPublicKey::from_public_key_pem(PUBLIC).expect("public key");
                 use base64::Engine;
@@ -235,6 +242,12 @@ async fn get_with_cookie(wisp: &Wisp, path: &str, cookie: &str) -> RawResponse {
 
 /// Starts an SSO login for the quickstart project; the provider URL it redirected to
 /// and the state cookie.
+/// `wisp serve` whose operator lets SSO settings reach private addresses: the fake
+/// providers of these tests listen on loopback.
+fn start_allowing_loopback_providers() -> Wisp {
+    Wisp::start_with_serve_args(&["--sso-allow-private-addresses".into()])
+}
+
 async fn start_login(wisp: &Wisp) -> (String, LoginState) {
     start_login_for(wisp, QUICKSTART).await
 }
@@ -305,7 +318,7 @@ async fn map_group(console: &mut support::web::WebClient, group: &str, role: &st
 #[tokio::test]
 async fn oidc_login_maps_groups_to_roles() {
     let provider = Provider::start().await;
-    let wisp = Wisp::start();
+    let wisp = start_allowing_loopback_providers();
     let mut console = oidc_project(&wisp, &provider.issuer()).await;
     map_group(&mut console, "acme/ops", "Editor").await;
 
@@ -558,7 +571,7 @@ async fn finish_login(wisp: &Wisp, state: &LoginState, code: &str) -> Result<Str
 #[tokio::test]
 async fn github_login_maps_teams_through_user_groups() {
     let github = FakeGithub::start().await;
-    let wisp = Wisp::start();
+    let wisp = start_allowing_loopback_providers();
     let admin = wisp.admin_session().await;
     let mut console = wisp.web_client(Via::GrpcWeb, Some(&admin)).await;
     ok(console
@@ -691,7 +704,14 @@ async fn shared_github_sso_from_the_config() {
         added["password"].as_str().expect("password").to_string(),
     );
 
-    let wisp = Wisp::start_in(dir, &["--config".into(), config.into()]);
+    let wisp = Wisp::start_in(
+        dir,
+        &[
+            "--config".into(),
+            config.into(),
+            "--sso-allow-private-addresses".into(),
+        ],
+    );
     // Stray users are refused until the project allows them as Viewers; this project maps
     // no team, so everyone is a stray.
     *github.login.lock().expect("login") = "octo".into();
@@ -788,7 +808,7 @@ async fn start_connect_proxy() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
 async fn github_login_goes_through_the_projects_proxy() {
     let github = FakeGithub::start().await;
     let (proxy, heads) = start_connect_proxy().await;
-    let wisp = Wisp::start();
+    let wisp = start_allowing_loopback_providers();
     let admin = wisp.admin_session().await;
     let mut console = wisp.web_client(Via::GrpcWeb, Some(&admin)).await;
     ok(console
@@ -842,7 +862,7 @@ async fn github_login_goes_through_the_projects_proxy() {
 #[tokio::test]
 async fn oidc_state_nonce_issuer_and_errors() {
     let provider = Provider::start().await;
-    let wisp = Wisp::start();
+    let wisp = start_allowing_loopback_providers();
     let mut console = oidc_project(&wisp, &provider.issuer()).await;
     map_group(&mut console, "acme/ops", "Editor").await;
     *provider.claims.lock().expect("claims") =
@@ -883,16 +903,28 @@ async fn oidc_state_nonce_issuer_and_errors() {
     *provider.claims.lock().expect("claims") =
         serde_json::json!({"preferred_username": "olivia", "groups": ["acme/ops"]});
 
-    // A discovery document naming another issuer is refused.
-    provider
-        .wrong_issuer
+    // Logins start without credentials: the discovery document is fetched once, not
+    // per login.
+    for _ in 0..5 {
+        let resp = post_login(&wisp).await;
+        assert_eq!(resp.status, http::StatusCode::FOUND, "{resp:?}");
+    }
+    assert_eq!(
+        provider
+            .discoveries
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+
+    // A discovery document naming another issuer is refused (another provider: the
+    // first one's document is cached).
+    let liar = Provider::start().await;
+    liar.wrong_issuer
         .store(true, std::sync::atomic::Ordering::SeqCst);
+    oidc_project(&wisp, &liar.issuer()).await;
     let resp = post_login(&wisp).await;
     let error = set_cookie(&resp, "error").expect("an error cookie");
     assert!(error.contains("Single%20sign-on%20failed"), "{error}");
-    provider
-        .wrong_issuer
-        .store(false, std::sync::atomic::Ordering::SeqCst);
 
     // An issuer nobody answers at: the browser is not told how the connection failed.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
@@ -904,11 +936,25 @@ async fn oidc_state_nonce_issuer_and_errors() {
     assert!(error.contains("Single%20sign-on%20failed"), "{error}");
     assert!(!error.to_lowercase().contains("refused"), "{error}");
 
-    // Plain HTTP to anything but loopback is not even tried.
-    oidc_project(&wisp, "http://10.0.0.1:8080").await;
-    let resp = post_login(&wisp).await;
-    let error = set_cookie(&resp, "error").expect("an error cookie");
-    assert!(error.contains("https"), "{error}");
+    // Plain HTTP to anything but loopback is not even saved.
+    let admin = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&admin)).await;
+    assert_status(
+        console
+            .update_project_sso_config(web::UpdateProjectSsoConfigRequest {
+                sso: Some(model::ProjectSsoConfig {
+                    provider: model::project_sso_config::Provider::Oidc as i32,
+                    oidc: Some(model::project_sso_config::Oidc {
+                        issuer: "http://10.0.0.1:8080".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            })
+            .await,
+        Code::InvalidArgument,
+        "https",
+    );
 }
 
 async fn post_login(wisp: &Wisp) -> RawResponse {

@@ -431,3 +431,107 @@ fn a_config_without_a_mysql_datastore_is_refused_with_the_way_out() {
         "{out:?}"
     );
 }
+
+/// A dump is not trusted (issue 33): a project Wisp already holds keeps its static admin
+/// and the dump's records of it are left out unless `--replace-projects`; Wisp's
+/// revocations, the console's files and paths upstream never writes are never copied;
+/// `--dry-run` lists every refusal and why.
+#[tokio::test]
+async fn a_dump_cannot_take_over_what_wisp_holds() {
+    let Some(url) = std::env::var(MYSQL_VAR).ok().filter(|v| !v.is_empty()) else {
+        return support::aws::skip("import_pipecd_hostile", &format!("{MYSQL_VAR} is not set"))
+            .unwrap_or(());
+    };
+    let work = tempfile::tempdir().expect("tempdir");
+    let database = seed_mysql(&url).await;
+    let files = work.path().join("bucket");
+    seed_filestore(&files);
+    let hostile = [
+        ("revocations.json", "{\"entries\":{}}"),
+        ("revocations/session/x", "{}"),
+        ("console/index.html", "<script>steal()</script>"),
+        ("somewhere/else.json", "{}"),
+    ];
+    for (path, body) in hostile {
+        let path = files.join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(path, body).expect("write");
+    }
+    let from = upstream_config(work.path(), &url, &database, &files);
+
+    // Wisp already holds the dump's project, with its own admin.
+    let wisp_dir = support::empty_data_dir();
+    let added = support::run_cli(wisp_dir.path(), &["project", "add", PROJECT, "--json"]);
+    assert_eq!(added.code, 0, "{added:?}");
+    let ours: serde_json::Value = serde_json::from_str(added.stdout.trim()).expect("JSON");
+    let our_user = ours["username"].as_str().expect("username").to_owned();
+    let our_password = ours["password"].as_str().expect("password").to_owned();
+
+    // The dry run lists what it refuses, and why.
+    let dry = import(wisp_dir.path(), &from, &["--dry-run", "--json"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    for refused in [
+        format!("refused Project {PROJECT}: the project exists on Wisp's side"),
+        format!("refused Piped {PIPED_ID}: of project {PROJECT}"),
+        "refused object revocations.json: Wisp's revocations".to_string(),
+        "refused object revocations/session/x: Wisp's revocations".to_string(),
+        "refused object console/index.html: the console's files".to_string(),
+        "refused object somewhere/else.json: not a path upstream".to_string(),
+        format!("refused object log/{DEPLOYMENT_ID}/{STAGE_ID}/0.txt"),
+    ] {
+        assert!(
+            dry.stderr.contains(&refused),
+            "{refused:?} not in {}",
+            dry.stderr
+        );
+    }
+    assert!(dry.stderr.contains("--replace-projects"), "{}", dry.stderr);
+
+    // The import keeps Wisp's project and copies nothing of the dump's.
+    let first = import(wisp_dir.path(), &from, &["--json"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    let report: serde_json::Value = serde_json::from_str(&first.stdout).expect("JSON report");
+    assert_eq!(report["counts_match"], true, "{report}");
+    assert_eq!(kind_row(&report, "Piped")["copied"], 0, "{report}");
+    assert_eq!(report["objects"]["copied"], 0, "{report}");
+    let filestore = wisp_dir.path().join("filestore");
+    for (path, _) in hostile {
+        assert!(!filestore.join(path).exists(), "{path} was copied");
+    }
+    {
+        let mut wisp = Wisp::start_in(wisp_dir, &[]);
+        let dump_admin =
+            support::web::login_static_at(wisp.addr(), PROJECT, "admin", ADMIN_PASSWORD).await;
+        assert!(
+            support::web::set_cookie(&dump_admin, "token").is_none(),
+            "the dump's admin logged in: {dump_admin:?}"
+        );
+        let our_admin =
+            support::web::login_static_at(wisp.addr(), PROJECT, &our_user, &our_password).await;
+        assert!(
+            support::web::set_cookie(&our_admin, "token").is_some(),
+            "{our_admin:?}"
+        );
+        // Told to, the import replaces the project; Wisp's own files stay out.
+        wisp.stop();
+        let replaced = import(wisp.data_dir(), &from, &["--replace-projects", "--json"]);
+        assert_eq!(replaced.code, 0, "{replaced:?}");
+        let report: serde_json::Value =
+            serde_json::from_str(&replaced.stdout).expect("JSON report");
+        assert_eq!(kind_row(&report, "Piped")["copied"], 1, "{report}");
+        assert_eq!(report["objects"]["copied"], 3, "{report}");
+        for (path, _) in hostile {
+            assert!(
+                !wisp.data_dir().join("filestore").join(path).exists(),
+                "{path}"
+            );
+        }
+        wisp.restart();
+        let dump_admin =
+            support::web::login_static_at(wisp.addr(), PROJECT, "admin", ADMIN_PASSWORD).await;
+        assert!(
+            support::web::set_cookie(&dump_admin, "token").is_some(),
+            "{dump_admin:?}"
+        );
+    }
+}

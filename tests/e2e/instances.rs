@@ -272,7 +272,7 @@ async fn login_throttling_counts_per_instance_without_redis() {
 /// A `wisp serve` on AWS stand-ins and a second instance on the same stores (with its
 /// data dir, kept while it runs), and the quickstart admin's user name and a fresh
 /// password.
-fn two_instances_for_logins(
+pub(crate) fn two_instances_for_logins(
     env: &AwsEnv,
     redis: Option<&str>,
 ) -> (Wisp, Server, tempfile::TempDir, String, String) {

@@ -16,6 +16,7 @@ mod console_browser;
 mod console_sso;
 mod grpc_web;
 mod hostile;
+mod hostile_tenants;
 mod iam_enforced;
 mod import_pipecd;
 mod infra_routes;

@@ -32,6 +32,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         ConsoleOptions {
             insecure_cookie: std::env::var("WISP_INSECURE_COOKIE").is_ok_and(|v| v == "true"),
             static_files,
+            trusted_proxies: Vec::new(),
         },
     )?;
     let service = wisp_lambda::stack::console(std::sync::Arc::new(console));

@@ -29,6 +29,9 @@ pub struct App {
     config_projects: BTreeMap<String, ProjectConfig>,
     #[cfg(feature = "web")]
     web_response_budget: Option<wisp_services::web::ResponseBudget>,
+    /// What projects' SSO settings may make the control plane reach.
+    #[cfg(feature = "web")]
+    sso_policy: wisp_services::web::sso_policy::ProviderPolicy,
     started: Instant,
     load_time: Duration,
     stores_time: Duration,
@@ -90,10 +93,24 @@ impl App {
             config_projects,
             #[cfg(feature = "web")]
             web_response_budget: None,
+            #[cfg(feature = "web")]
+            sso_policy: Default::default(),
             started: Instant::now(),
             load_time: Duration::ZERO,
             stores_time: Duration::ZERO,
         }
+    }
+
+    /// What projects' SSO settings may make the control plane reach (`wisp serve
+    /// --sso-allow-private-addresses`; the Lambda functions keep the default: public
+    /// `https://` addresses only).
+    #[cfg(feature = "web")]
+    pub fn with_sso_policy(
+        mut self,
+        policy: wisp_services::web::sso_policy::ProviderPolicy,
+    ) -> App {
+        self.sso_policy = policy;
+        self
     }
 
     /// Every WebService answer is trimmed to fit `budget` (behind an ALB, whose Lambda
@@ -241,6 +258,7 @@ impl App {
         if let Some(budget) = self.web_response_budget {
             web = web.with_response_budget(budget);
         }
+        web = web.with_sso_policy(self.sso_policy);
         if let Some(key) = &self.encryption_key {
             web = web.with_sso_key(*key.aes_key());
         }
@@ -274,7 +292,9 @@ impl App {
         let mut console = wisp_console::Console::new(web, signer, sso_states)
             .insecure_cookie(options.insecure_cookie)
             .with_address(self.config.spec.address.as_deref().unwrap_or_default())
-            .with_shared_sso(&self.config.spec.shared_sso_configs);
+            .with_shared_sso(&self.config.spec.shared_sso_configs)
+            .with_trusted_proxies(options.trusted_proxies)
+            .with_sso_policy(self.sso_policy);
         if let Some(key) = &self.encryption_key {
             console = console.with_sso_key(*key.aes_key());
         }
@@ -373,6 +393,9 @@ pub struct ConsoleOptions {
     pub insecure_cookie: bool,
     /// The console's built files; without them only `/auth/*` and `/healthz` answer.
     pub static_files: Option<wisp_console::StaticFiles>,
+    /// Proxies whose `X-Forwarded-For` names a static login's source (`wisp serve
+    /// --trusted-proxy`); the Lambda function, reached only through the ALB, needs none.
+    pub trusted_proxies: Vec<wisp_console::login_guard::Cidr>,
 }
 
 /// How often `wisp serve` runs each job under `config` (its `jobs` section); needs no

@@ -61,6 +61,15 @@ pub fn static_admin_fingerprint(password_hash: &str) -> String {
     digest[..12].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The session id of a token that carries no `jti`: `sha256:` and the hex SHA-256 of the
+/// whole token (one token, one id; the id reveals nothing of the token).
+pub fn derived_session_id(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(token.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 /// `model.Role` as upstream's JWT carries it (protobuf JSON names).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct RoleClaim {
@@ -184,7 +193,13 @@ impl SessionSigner {
             avatar_url: claims.avatar_url,
             project_id: claims.role.project_id,
             roles: claims.role.project_rbac_roles,
-            session_id: claims.jti,
+            // A token without `jti` (an older Wisp's, or upstream's) gets an id derived
+            // from the token itself, so that logout revokes it like any other session.
+            session_id: if claims.jti.is_empty() {
+                derived_session_id(token)
+            } else {
+                claims.jti
+            },
             expires_at: claims.exp,
             static_admin: claims.static_admin,
             sso: claims.sso,
@@ -230,6 +245,46 @@ mod tests {
             roles: vec!["Admin".into()],
             ..Default::default()
         }
+    }
+
+    /// A token without `jti` gets an id of its own, the same on every verification, so
+    /// that logout can revoke it.
+    #[test]
+    fn a_token_without_jti_gets_a_derived_session_id() {
+        let key = b"0123456789abcdef0123456789abcdef";
+        let signer = SessionSigner::new(key);
+        let mint = |sub: &str| {
+            let claims = Claims {
+                sub: sub.into(),
+                iss: ISSUER.into(),
+                iat: now_secs(),
+                nbf: now_secs(),
+                exp: now_secs() + 600,
+                avatar_url: String::new(),
+                role: RoleClaim {
+                    project_id: "p1".into(),
+                    project_rbac_roles: vec!["Admin".into()],
+                },
+                jti: String::new(),
+                static_admin: String::new(),
+                sso: None,
+            };
+            jsonwebtoken::encode(
+                &Header::new(Algorithm::HS256),
+                &claims,
+                &EncodingKey::from_secret(key),
+            )
+            .unwrap()
+        };
+        let token = mint("alice");
+        let first = signer.verify(&token).unwrap().session_id;
+        assert_eq!(first, derived_session_id(&token));
+        assert!(
+            first.starts_with("sha256:") && first.len() == 7 + 64,
+            "{first}"
+        );
+        assert_eq!(signer.verify(&token).unwrap().session_id, first);
+        assert_ne!(signer.verify(&mint("bob")).unwrap().session_id, first);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use http_body_util::Full;
 use serde::Deserialize;
 use wisp_proto::model;
 use wisp_services::web::rbac::sso_roles;
+use wisp_services::web::sso_policy::ProviderPolicy;
 
 use crate::oidc::{SsoError, SsoUser};
 use crate::provider::ProviderClient;
@@ -37,7 +38,10 @@ pub struct Endpoints {
 impl Endpoints {
     /// github.com, or the GitHub Enterprise server at `base_url` (its API under
     /// `/api/v3/`, as go-github's enterprise client places it).
-    pub fn of(settings: &model::project_sso_config::GitHub) -> Result<Endpoints, SsoError> {
+    pub fn of(
+        settings: &model::project_sso_config::GitHub,
+        policy: ProviderPolicy,
+    ) -> Result<Endpoints, SsoError> {
         let base = settings.base_url.trim();
         if base.is_empty() {
             return Ok(Endpoints {
@@ -55,9 +59,10 @@ impl Endpoints {
                 "the project's GitHub base URL {base:?} needs a scheme and a host"
             )));
         };
-        if !crate::oidc::provider_url_allowed(base) {
+        if !crate::oidc::provider_url_allowed(base, policy) {
             return Err(SsoError::Config(
-                "the project's GitHub base URL must be an https:// address (http:// only to localhost)"
+                "the project's GitHub base URL must be an https:// address to a public host \
+                 (unless the operator allows private ones)"
                     .to_string(),
             ));
         }
@@ -83,8 +88,9 @@ pub fn authorization_url(
     client_id: &str,
     redirect_uri: Option<&str>,
     state: &str,
+    policy: ProviderPolicy,
 ) -> Result<String, SsoError> {
-    let endpoints = Endpoints::of(settings)?;
+    let endpoints = Endpoints::of(settings, policy)?;
     let mut query = form_urlencoded::Serializer::new(String::new());
     query
         .append_pair("client_id", client_id)
@@ -147,10 +153,13 @@ impl std::fmt::Debug for GithubClient {
 }
 
 impl GithubClient {
-    pub fn new(settings: &model::project_sso_config::GitHub) -> Result<Self, SsoError> {
+    pub fn new(
+        settings: &model::project_sso_config::GitHub,
+        policy: ProviderPolicy,
+    ) -> Result<Self, SsoError> {
         Ok(GithubClient {
-            http: ProviderClient::new(&settings.proxy_url)?,
-            endpoints: Endpoints::of(settings)?,
+            http: ProviderClient::new(&settings.proxy_url, policy)?,
+            endpoints: Endpoints::of(settings, policy)?,
         })
     }
 
@@ -300,7 +309,7 @@ mod tests {
     #[test]
     fn endpoints_follow_github_or_the_enterprise_base_url() {
         assert_eq!(
-            Endpoints::of(&settings("")).expect("github.com"),
+            Endpoints::of(&settings(""), ProviderPolicy::default()).expect("github.com"),
             Endpoints {
                 web: "https://github.com".into(),
                 api: "https://api.github.com/".into()
@@ -312,7 +321,7 @@ mod tests {
             "https://ghe.corp/api/v3/",
         ] {
             assert_eq!(
-                Endpoints::of(&settings(base)).expect(base),
+                Endpoints::of(&settings(base), ProviderPolicy::default()).expect(base),
                 Endpoints {
                     web: "https://ghe.corp".into(),
                     api: "https://ghe.corp/api/v3/".into()
@@ -321,7 +330,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            Endpoints::of(&settings("ghe.corp")),
+            Endpoints::of(&settings("ghe.corp"), ProviderPolicy::default()),
             Err(SsoError::Config(_))
         ));
     }
@@ -333,6 +342,9 @@ mod tests {
             "cid",
             Some("https://wisp.example/auth/callback?project=p"),
             "st",
+            ProviderPolicy {
+                allow_private: true,
+            },
         )
         .expect("url");
         assert!(
@@ -347,7 +359,8 @@ mod tests {
         ] {
             assert!(url.contains(part), "{part} in {url}");
         }
-        let url = authorization_url(&settings(""), "cid", None, "st").expect("url");
+        let url = authorization_url(&settings(""), "cid", None, "st", ProviderPolicy::default())
+            .expect("url");
         assert!(!url.contains("redirect_uri"), "{url}");
     }
 

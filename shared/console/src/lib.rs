@@ -6,6 +6,7 @@
 
 pub mod github;
 mod layer;
+pub mod login_guard;
 pub mod oidc;
 mod provider;
 mod static_files;
@@ -24,6 +25,7 @@ use wisp_proto::model::project_sso_config::{self, Provider};
 use wisp_services::ServiceError;
 use wisp_services::web::WebApi;
 use wisp_services::web::rbac::ADMIN;
+use wisp_services::web::sso_policy::ProviderPolicy;
 
 use crate::oidc::SsoError;
 
@@ -44,6 +46,8 @@ pub const STATE_COOKIE: &str = "state";
 /// log only, so the login page is no oracle for probing hosts.
 pub const SSO_FAILED: &str = "Single sign-on failed; the control plane's log says why";
 const ERROR_COOKIE_MAX_AGE: u64 = 10 * 60;
+/// What the browser is told when a static login is refused, whatever the reason.
+pub const LOGIN_FAILED: &str = "Unable to login";
 /// Largest login form accepted.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
 
@@ -61,12 +65,30 @@ pub struct Console {
     callback_url: Option<String>,
     /// The config's `sharedSSOConfigs` by name, secrets in clear.
     shared_sso: HashMap<String, ProjectSsoConfig>,
+    /// Proxies whose `X-Forwarded-For` names a login's source.
+    trusted_proxies: Vec<login_guard::Cidr>,
+    /// The static logins' bcrypt checks.
+    password_checks: login_guard::PasswordChecks,
+    /// What SSO settings may make the console reach.
+    sso_policy: ProviderPolicy,
 }
 
 impl std::fmt::Debug for Console {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Console").finish_non_exhaustive()
     }
+}
+
+/// Whether the user name typed is the admin's: compared as SHA-256 digests, in constant
+/// time, so that the time taken says nothing about how much of it matched.
+fn same_user_name(admin: &str, typed: &str) -> bool {
+    use sha2::Digest;
+    let a = sha2::Sha256::digest(admin.as_bytes());
+    let b = sha2::Sha256::digest(typed.as_bytes());
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 /// A project's SSO settings ready for a login: the provider's section with the client
@@ -78,6 +100,8 @@ enum Sso {
 
 struct ResolvedSso {
     sso: Sso,
+    /// What the provider's addresses may be.
+    policy: ProviderPolicy,
     client_id: String,
     client_secret: String,
     /// `session_ttl` hours, when set.
@@ -94,13 +118,17 @@ impl ResolvedSso {
     ) -> Result<String, SsoError> {
         match &self.sso {
             Sso::Oidc(oidc) => {
-                oidc::OidcClient::new(&oidc.proxy_url)?
+                oidc::OidcClient::new(&oidc.proxy_url, self.policy)?
                     .authorization_url(oidc, &self.client_id, state)
                     .await
             }
-            Sso::Github(gh) => {
-                github::authorization_url(gh, &self.client_id, github_redirect, &state.id)
-            }
+            Sso::Github(gh) => github::authorization_url(
+                gh,
+                &self.client_id,
+                github_redirect,
+                &state.id,
+                self.policy,
+            ),
         }
     }
 
@@ -114,7 +142,7 @@ impl ResolvedSso {
     ) -> Result<oidc::SsoUser, SsoError> {
         match &self.sso {
             Sso::Oidc(oidc) => {
-                oidc::OidcClient::new(&oidc.proxy_url)?
+                oidc::OidcClient::new(&oidc.proxy_url, self.policy)?
                     .user(
                         oidc,
                         &self.client_id,
@@ -126,7 +154,7 @@ impl ResolvedSso {
                     .await
             }
             Sso::Github(gh) => {
-                github::GithubClient::new(gh)?
+                github::GithubClient::new(gh, self.policy)?
                     .user(
                         &self.client_id,
                         &self.client_secret,
@@ -151,7 +179,24 @@ impl Console {
             sso_key: None,
             callback_url: None,
             shared_sso: HashMap::new(),
+            trusted_proxies: Vec::new(),
+            password_checks: login_guard::PasswordChecks::default(),
+            sso_policy: ProviderPolicy::default(),
         }
+    }
+
+    /// What SSO settings may make the console reach (`wisp serve
+    /// --sso-allow-private-addresses` allows private addresses).
+    pub fn with_sso_policy(mut self, policy: ProviderPolicy) -> Self {
+        self.sso_policy = policy;
+        self
+    }
+
+    /// Believes `X-Forwarded-For` from these proxies (`wisp serve --trusted-proxy`): a
+    /// login's source is then the address they saw.
+    pub fn with_trusted_proxies(mut self, proxies: Vec<login_guard::Cidr>) -> Self {
+        self.trusted_proxies = proxies;
+        self
     }
 
     /// The control plane's public address (`spec.address`): GitHub logins come back to
@@ -257,6 +302,12 @@ impl Console {
         }
     }
 
+    /// The static admin's login. Every refusal that could tell a stranger something
+    /// (no such project, static admin disabled, wrong user name or password) answers the
+    /// same [`LOGIN_FAILED`]. bcrypt runs only for the project's admin user name (a fresh
+    /// user name costs a SHA-256 and a cache read, not a bcrypt), within
+    /// [`login_guard::PasswordChecks`]' slots; failures are counted per project, user name
+    /// and source, and per source ([`wisp_services::web::logins`]).
     async fn static_login(&self, req: Request<Bytes>) -> Response<Bytes> {
         if req.method() != Method::POST {
             return self.error_redirect("Method not allowed");
@@ -274,42 +325,58 @@ impl Console {
         let Some(password) = form.get("password") else {
             return self.error_redirect("Missing password");
         };
+        let source = login_guard::client_source(&req, &self.trusted_proxies);
+        let failed_before = self.web.failed_logins(project_id, username, &source).await;
+        if failed_before.too_many() {
+            tracing::warn!(project = %project_id, source = %source, "static admin login refused: too many failures");
+            return self.error_redirect("Too many failed logins; try again later");
+        }
+        // Deviation: upstream answers "Unable to find project" and "Static admin is
+        // disabled"; one answer for every refusal tells a stranger nothing.
         let project = match self.web.load_project(project_id).await {
             Ok(p) => p,
             Err(ServiceError::NotFound(_)) => {
-                return self.error_redirect(&format!("Unable to find project: {project_id}"));
+                return self
+                    .login_refused(project_id, username, &source, failed_before)
+                    .await;
             }
             Err(e) => {
                 tracing::warn!(project = %project_id, error = %e, "login: project lookup failed");
                 return self.error_redirect("Unable to log in right now; try again");
             }
         };
-        if project.static_admin_disabled {
-            return self.error_redirect("Static admin is disabled");
-        }
-        let failed_before = self.web.failed_logins(project_id, username).await;
-        if failed_before >= wisp_services::web::logins::MAX_FAILED_LOGINS {
-            tracing::warn!(project = %project_id, "static admin login refused: too many failures");
-            return self.error_redirect("Too many failed logins; try again later");
-        }
         let admin = project.static_admin.unwrap_or_default();
-        let matches = {
-            let hash = admin.password_hash.clone();
-            let password = password.to_string();
-            // bcrypt takes milliseconds of CPU: keep it off the async workers.
-            tokio::task::spawn_blocking(move || wisp_auth::verify_secret(&password, &hash))
-                .await
-                .unwrap_or(false)
-        };
-        if admin.username.is_empty() || admin.username != username || !matches {
-            tracing::info!(project = %project_id, "static admin login refused");
-            self.web
-                .record_failed_login(project_id, username, failed_before)
+        if project.static_admin_disabled
+            || admin.username.is_empty()
+            || !same_user_name(&admin.username, username)
+        {
+            return self
+                .login_refused(project_id, username, &source, failed_before)
                 .await;
-            return self.error_redirect("Unable to login");
         }
-        if failed_before > 0 {
-            self.web.clear_failed_logins(project_id, username).await;
+        let hash = admin.password_hash.clone();
+        let password = password.to_string();
+        let matches = match self
+            .password_checks
+            .run(move || wisp_auth::verify_secret(&password, &hash))
+            .await
+        {
+            Ok(matches) => matches,
+            Err(login_guard::Busy) => {
+                tracing::warn!(project = %project_id, "static admin login turned away: too many at once");
+                return self.error_redirect("Too many logins at once; try again in a moment");
+            }
+        };
+        wisp_telemetry::record_slow_hashes("static_admin", 1);
+        if !matches {
+            return self
+                .login_refused(project_id, username, &source, failed_before)
+                .await;
+        }
+        if failed_before.user > 0 {
+            self.web
+                .clear_failed_logins(project_id, username, &source)
+                .await;
         }
         let caller = WebCaller {
             subject: admin.username.clone(),
@@ -336,6 +403,21 @@ impl Console {
             ),
         );
         resp
+    }
+
+    /// Counts a refused static login and answers [`LOGIN_FAILED`].
+    async fn login_refused(
+        &self,
+        project_id: &str,
+        username: &str,
+        source: &str,
+        before: wisp_services::web::logins::FailedLogins,
+    ) -> Response<Bytes> {
+        tracing::info!(project = %project_id, source = %source, "static admin login refused");
+        self.web
+            .record_failed_login(project_id, username, source, before)
+            .await;
+        self.error_redirect(LOGIN_FAILED)
     }
 
     async fn sso_login(&self, req: Request<Bytes>) -> Response<Bytes> {
@@ -547,6 +629,7 @@ impl Console {
         };
         Ok(ResolvedSso {
             sso,
+            policy: self.sso_policy,
             client_id,
             client_secret,
             session_ttl,

@@ -5,9 +5,18 @@
 //! claim to the project's roles.
 //!
 //! The provider's addresses (issuer, and the endpoints its discovery document or the
-//! project names) must be `https://`; plain `http://` is accepted for loopback hosts only
-//! (a provider run beside the control plane in tests). The discovery document must name
-//! the configured issuer.
+//! project names) must be ones the operator's [`ProviderPolicy`] allows: `https://` to
+//! public addresses (issue 33), unless private ones are allowed, and then plain `http://`
+//! to loopback too (a provider run beside the control plane in tests). The discovery
+//! document must name the configured issuer.
+//!
+//! `POST /auth/login` needs no credentials, so the discovery document is cached per
+//! issuer (and proxy) for [`DISCOVERY_TTL`], a failure for [`DISCOVERY_FAILURE_TTL`]:
+//! a flood of logins fetches it about once, whatever the issuer answers.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, header};
@@ -18,6 +27,7 @@ use serde_json::{Map, Value};
 use wisp_auth::SsoState;
 use wisp_proto::model;
 use wisp_services::web::rbac::sso_roles;
+use wisp_services::web::sso_policy::ProviderPolicy;
 
 use crate::provider::ProviderClient;
 
@@ -25,31 +35,43 @@ use crate::provider::ProviderClient;
 const USERNAME_CLAIMS: [&str; 4] = ["username", "preferred_username", "name", "cognito:username"];
 const AVATAR_CLAIMS: [&str; 2] = ["picture", "avatar_url"];
 
-/// Whether `url` may be a provider address: `https://`, or `http://` to a loopback host.
-pub fn provider_url_allowed(url: &str) -> bool {
-    let Ok(uri) = url.parse::<http::Uri>() else {
-        return false;
-    };
-    match uri.scheme_str() {
-        Some("https") => uri.host().is_some_and(|h| !h.is_empty()),
-        Some("http") => uri.host().is_some_and(|h| {
-            let h = h.trim_start_matches('[').trim_end_matches(']');
-            h == "localhost"
-                || h.parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        }),
-        _ => false,
-    }
+/// Whether `url` may be a provider address under `policy`.
+pub fn provider_url_allowed(url: &str, policy: ProviderPolicy) -> bool {
+    check_url(url, policy).is_ok()
 }
 
-fn check_provider_url(what: &str, url: &str) -> Result<(), SsoError> {
-    if provider_url_allowed(url) {
-        Ok(())
-    } else {
-        Err(SsoError::Config(format!(
-            "the OIDC {what} must be an https:// address (http:// only to localhost)"
-        )))
-    }
+/// [`ProviderPolicy::check`] on `url` as the HTTP client parses it.
+fn check_url(url: &str, policy: ProviderPolicy) -> Result<(), String> {
+    let uri = url
+        .parse::<http::Uri>()
+        .map_err(|_| "it is not a URL".to_string())?;
+    policy.check(
+        uri.scheme_str().unwrap_or_default(),
+        uri.host().unwrap_or_default(),
+    )
+}
+
+fn check_provider_url(what: &str, url: &str, policy: ProviderPolicy) -> Result<(), SsoError> {
+    check_url(url, policy)
+        .map_err(|why| SsoError::Config(format!("the OIDC {what} is refused: {why}")))
+}
+
+/// How long a discovery document is used before it is fetched again.
+pub const DISCOVERY_TTL: Duration = Duration::from_secs(10 * 60);
+/// How long a failed discovery is remembered (logins fail at once meanwhile).
+pub const DISCOVERY_FAILURE_TTL: Duration = Duration::from_secs(30);
+/// Issuers whose discovery is remembered; past it the oldest are forgotten.
+const MAX_CACHED_ISSUERS: usize = 512;
+
+struct CachedDiscovery {
+    at: Instant,
+    found: Result<Discovery, String>,
+}
+
+/// (issuer, proxy URL) → what discovery found.
+fn discovery_cache() -> &'static Mutex<HashMap<(String, String), CachedDiscovery>> {
+    static CACHE: OnceLock<Mutex<HashMap<(String, String), CachedDiscovery>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 /// Why an SSO login failed; the text goes to the login page's `error` cookie.
@@ -79,7 +101,7 @@ pub struct SsoUser {
     pub role_names: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Discovery {
     issuer: String,
     authorization_endpoint: String,
@@ -113,6 +135,8 @@ struct Jwk {
 #[derive(Clone)]
 pub struct OidcClient {
     http: ProviderClient,
+    policy: ProviderPolicy,
+    proxy_url: String,
 }
 
 impl std::fmt::Debug for OidcClient {
@@ -123,11 +147,58 @@ impl std::fmt::Debug for OidcClient {
 
 impl OidcClient {
     /// A client for providers reached directly, or through the HTTP proxy `proxy_url`
-    /// (the project's `oidc.proxy_url`) when it is not empty.
-    pub fn new(proxy_url: &str) -> Result<Self, SsoError> {
+    /// (the project's `oidc.proxy_url`) when it is not empty, at the addresses `policy`
+    /// allows.
+    pub fn new(proxy_url: &str, policy: ProviderPolicy) -> Result<Self, SsoError> {
         Ok(OidcClient {
-            http: ProviderClient::new(proxy_url)?,
+            http: ProviderClient::new(proxy_url, policy)?,
+            policy,
+            proxy_url: proxy_url.trim().to_string(),
         })
+    }
+
+    /// The issuer's discovery document, from the cache when it was fetched lately.
+    async fn discovery_document(&self, issuer: &str) -> Result<Discovery, SsoError> {
+        let key = (issuer.to_string(), self.proxy_url.clone());
+        if let Ok(cache) = discovery_cache().lock()
+            && let Some(cached) = cache.get(&key)
+        {
+            let ttl = if cached.found.is_ok() {
+                DISCOVERY_TTL
+            } else {
+                DISCOVERY_FAILURE_TTL
+            };
+            if cached.at.elapsed() < ttl {
+                return cached.found.clone().map_err(SsoError::Provider);
+            }
+        }
+        let url = format!("{issuer}/.well-known/openid-configuration");
+        let found: Result<Discovery, SsoError> = self.get_json(&url).await;
+        let remembered = match &found {
+            Ok(d) => Ok(d.clone()),
+            // Refused by the policy: not the provider's doing, nothing to remember.
+            Err(SsoError::Config(_)) => return found,
+            Err(e) => Err(e.to_string()),
+        };
+        if let Ok(mut cache) = discovery_cache().lock() {
+            if cache.len() >= MAX_CACHED_ISSUERS && !cache.contains_key(&key) {
+                let oldest = cache
+                    .iter()
+                    .min_by_key(|(_, c)| c.at)
+                    .map(|(k, _)| k.clone());
+                if let Some(oldest) = oldest {
+                    cache.remove(&oldest);
+                }
+            }
+            cache.insert(
+                key,
+                CachedDiscovery {
+                    at: Instant::now(),
+                    found: remembered,
+                },
+            );
+        }
+        found
     }
 
     async fn get_json<T: for<'de> Deserialize<'de>>(&self, url: &str) -> Result<T, SsoError> {
@@ -143,10 +214,9 @@ impl OidcClient {
                 "the project's OIDC issuer is not set".into(),
             ));
         }
-        check_provider_url("issuer", &oidc.issuer)?;
+        check_provider_url("issuer", &oidc.issuer, self.policy)?;
         let issuer = oidc.issuer.trim_end_matches('/');
-        let url = format!("{issuer}/.well-known/openid-configuration");
-        let mut discovery: Discovery = self.get_json(&url).await?;
+        let mut discovery = self.discovery_document(issuer).await?;
         // Deviation: upstream takes whatever issuer the document names; a document that
         // names another one is refused (the ID token's issuer is checked against it).
         if discovery.issuer.trim_end_matches('/') != issuer {
@@ -161,9 +231,13 @@ impl OidcClient {
         if !oidc.token_endpoint.is_empty() {
             discovery.token_endpoint = oidc.token_endpoint.clone();
         }
-        check_provider_url("authorization endpoint", &discovery.authorization_endpoint)?;
-        check_provider_url("token endpoint", &discovery.token_endpoint)?;
-        check_provider_url("JWKS address", &discovery.jwks_uri)?;
+        check_provider_url(
+            "authorization endpoint",
+            &discovery.authorization_endpoint,
+            self.policy,
+        )?;
+        check_provider_url("token endpoint", &discovery.token_endpoint, self.policy)?;
+        check_provider_url("JWKS address", &discovery.jwks_uri, self.policy)?;
         Ok(discovery)
     }
 
@@ -370,15 +444,33 @@ mod tests {
     }
 
     #[test]
-    fn providers_must_be_https_except_on_loopback() {
+    fn providers_must_be_public_https_unless_the_operator_allows_private() {
+        let strict = ProviderPolicy::default();
+        let open = ProviderPolicy {
+            allow_private: true,
+        };
         for ok in [
             "https://idp.example.com",
             "https://idp.example.com/realms/x",
+        ] {
+            assert!(provider_url_allowed(ok, strict), "{ok}");
+        }
+        for private in [
+            "http://127.0.0.1:8080",
+            "http://localhost:9000/x",
+            "http://[::1]:80",
+            "https://169.254.169.254/latest",
+            "https://10.0.0.1",
+            "https://[fd00::1]",
+        ] {
+            assert!(!provider_url_allowed(private, strict), "{private}");
+        }
+        for ok in [
             "http://127.0.0.1:8080",
             "http://localhost:9000/x",
             "http://[::1]:80",
         ] {
-            assert!(provider_url_allowed(ok), "{ok}");
+            assert!(provider_url_allowed(ok, open), "{ok}");
         }
         for bad in [
             "http://idp.example.com",
@@ -388,7 +480,8 @@ mod tests {
             "idp.example.com",
             "",
         ] {
-            assert!(!provider_url_allowed(bad), "{bad}");
+            assert!(!provider_url_allowed(bad, strict), "{bad}");
+            assert!(!provider_url_allowed(bad, open), "{bad}");
         }
     }
 

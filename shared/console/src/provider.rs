@@ -1,9 +1,22 @@
 //! The HTTP client the SSO logins use to reach identity providers (OIDC providers,
 //! GitHub and GitHub Enterprise): HTTPS with the system's roots (plain HTTP for a
-//! provider on loopback), a bound on time and size, and an optional HTTP proxy
-//! (`proxy_url` in the project's SSO settings), reached with `CONNECT`.
+//! provider on loopback, where the operator allows it), a bound on time and size, and an
+//! optional HTTP proxy (`proxy_url` in the project's SSO settings), reached with
+//! `CONNECT`.
+//!
+//! Where it connects follows the operator's [`ProviderPolicy`] (issue 33): every URL is
+//! checked as the client parses it, a host name is resolved by [`CheckedResolver`], which
+//! refuses it when any of its addresses is not allowed, and the connection goes to the
+//! addresses it checked (no second lookup that DNS could answer otherwise). Through a
+//! proxy, the proxy's address is the one checked (the proxy resolves the provider's).
+//! At most [`MAX_CALLS_IN_FLIGHT`] provider calls run at once in the process: logins
+//! start them without credentials.
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use base64::Engine;
@@ -12,9 +25,12 @@ use http::{HeaderMap, HeaderValue, Request, Uri, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
+use tokio::sync::Semaphore;
+use wisp_services::web::sso_policy::{PRIVATE_REFUSED, ProviderPolicy};
 
 use crate::oidc::SsoError;
 
@@ -22,9 +38,56 @@ use crate::oidc::SsoError;
 pub(crate) const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest provider answer read.
 const MAX_PROVIDER_BODY: usize = 1024 * 1024;
+/// Provider calls in flight at once in the process; past it a login is told to try again.
+pub(crate) const MAX_CALLS_IN_FLIGHT: usize = 16;
 
-type Direct = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-type Proxied = Client<hyper_rustls::HttpsConnector<Tunnel<HttpConnector>>, Full<Bytes>>;
+type Connector = HttpConnector<CheckedResolver>;
+type Direct = Client<hyper_rustls::HttpsConnector<Connector>, Full<Bytes>>;
+type Proxied = Client<hyper_rustls::HttpsConnector<Tunnel<Connector>>, Full<Bytes>>;
+
+fn calls_in_flight() -> &'static Arc<Semaphore> {
+    static CALLS: std::sync::OnceLock<Arc<Semaphore>> = std::sync::OnceLock::new();
+    CALLS.get_or_init(|| Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT)))
+}
+
+/// Resolves a provider's (or proxy's) host name and refuses it when any address it
+/// resolves to is not allowed; the connector connects only to the addresses returned.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CheckedResolver {
+    policy: ProviderPolicy,
+}
+
+impl tower::Service<Name> for CheckedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = std::io::Error;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<Self::Response, std::io::Error>> + Send + 'static>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let policy = self.policy;
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            if addrs.is_empty() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the name has no address",
+                ));
+            }
+            if addrs.iter().any(|a| !policy.allows_ip(a.ip())) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    PRIVATE_REFUSED,
+                ));
+            }
+            Ok(addrs.into_iter())
+        })
+    }
+}
 
 #[derive(Clone)]
 enum Inner {
@@ -36,14 +99,15 @@ enum Inner {
 #[derive(Clone)]
 pub struct ProviderClient {
     inner: Inner,
+    policy: ProviderPolicy,
 }
 
 impl ProviderClient {
     /// A client going straight to the providers, or through the HTTP proxy at
-    /// `proxy_url` when it is not empty.
-    pub fn new(proxy_url: &str) -> Result<Self, SsoError> {
+    /// `proxy_url` when it is not empty, to the addresses `policy` allows.
+    pub fn new(proxy_url: &str, policy: ProviderPolicy) -> Result<Self, SsoError> {
         let tls = tls_config()?;
-        let mut http = HttpConnector::new();
+        let mut http = HttpConnector::new_with_resolver(CheckedResolver { policy });
         http.enforce_http(false);
         http.set_connect_timeout(Some(PROVIDER_TIMEOUT));
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
@@ -55,6 +119,17 @@ impl ProviderClient {
             Inner::Direct(Arc::new(Client::builder(TokioExecutor::new()).build(https)))
         } else {
             let (proxy, auth) = parse_proxy(proxy_url)?;
+            // An address written as such is not resolved: checked here.
+            if let Some(ip) = proxy
+                .host()
+                .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+                .and_then(|h| h.parse::<std::net::IpAddr>().ok())
+                && !policy.allows_ip(ip)
+            {
+                return Err(SsoError::Config(format!(
+                    "the project's SSO proxy: {PRIVATE_REFUSED}"
+                )));
+            }
             let mut tunnel = Tunnel::new(proxy, http);
             if let Some(auth) = auth {
                 tunnel = tunnel.with_auth(auth);
@@ -62,7 +137,7 @@ impl ProviderClient {
             let https = builder.wrap_connector(tunnel);
             Inner::Proxied(Arc::new(Client::builder(TokioExecutor::new()).build(https)))
         };
-        Ok(ProviderClient { inner })
+        Ok(ProviderClient { inner, policy })
     }
 
     /// Sends `req`; a non-2xx answer is an error naming the URL and status.
@@ -75,6 +150,19 @@ impl ProviderClient {
             uri.authority().map(|a| a.as_str()).unwrap_or_default(),
             uri.path()
         );
+        // Checked as this client parsed it; a host name is checked again, address by
+        // address, when it is resolved.
+        self.policy
+            .check(
+                uri.scheme_str().unwrap_or_default(),
+                uri.host().unwrap_or_default(),
+            )
+            .map_err(|why| SsoError::Config(format!("{shown}: {why}")))?;
+        let Ok(_turn) = calls_in_flight().clone().try_acquire_owned() else {
+            return Err(SsoError::Provider(format!(
+                "{shown}: too many identity provider calls at once"
+            )));
+        };
         let sent = async {
             match &self.inner {
                 Inner::Direct(c) => c.request(req).await,
@@ -179,6 +267,52 @@ fn percent_decode(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A host name is refused when it resolves to an address the policy does not allow
+    /// (the connection would go to the addresses returned, so DNS cannot swap them later).
+    #[tokio::test]
+    async fn names_resolving_inside_the_network_are_refused() {
+        use std::str::FromStr;
+        use tower::Service;
+        let mut strict = CheckedResolver {
+            policy: ProviderPolicy::default(),
+        };
+        let err = strict
+            .call(Name::from_str("localhost").unwrap())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+        let mut open = CheckedResolver {
+            policy: ProviderPolicy {
+                allow_private: true,
+            },
+        };
+        let addrs: Vec<SocketAddr> = open
+            .call(Name::from_str("localhost").unwrap())
+            .await
+            .unwrap()
+            .collect();
+        assert!(addrs.iter().all(|a| a.ip().is_loopback()), "{addrs:?}");
+    }
+
+    /// A URL the policy refuses is not fetched, whatever its host.
+    #[tokio::test]
+    async fn refused_urls_are_not_fetched() {
+        let client = ProviderClient::new("", ProviderPolicy::default()).unwrap();
+        for url in [
+            "https://169.254.169.254/latest/meta-data",
+            "http://127.0.0.1:9/x",
+            "https://[::1]/x",
+        ] {
+            let err = client
+                .get_json::<serde_json::Value>(url, &[])
+                .await
+                .unwrap_err();
+            assert!(matches!(err, SsoError::Config(_)), "{url}: {err}");
+        }
+        // A proxy on a private address is refused too.
+        assert!(ProviderClient::new("http://10.0.0.1:3128", ProviderPolicy::default()).is_err());
+    }
 
     #[test]
     fn proxy_credentials_become_basic_auth_and_leave_the_address() {

@@ -13,10 +13,12 @@
 //! so that the copying, resuming and counting of `wisp migrate`
 //! ([`wisp_store::migrate`]) do the import. Upstream's filestore needs no translation:
 //! Wisp keeps the same paths and formats (stage logs, live states, command outputs,
-//! insights, shared objects, analysis results).
+//! insights, shared objects, analysis results). Both are read through [`guard`], which
+//! leaves out what a dump must not change on Wisp's side.
 
 pub mod convert;
 pub mod dsn;
+pub mod guard;
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;

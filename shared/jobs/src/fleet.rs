@@ -35,7 +35,8 @@ pub struct Fleet {
     /// ([`Scope::Everything`]).
     pub open_deployments: BTreeMap<(String, &'static str), u64>,
     /// What the connected pipeds reported ([`Scope::Everything`]; at most
-    /// [`wisp_telemetry::PIPED_METRICS_MAX_BYTES`] in all).
+    /// [`wisp_telemetry::PIPED_METRICS_MAX_BYTES`] in all, and
+    /// [`wisp_telemetry::PIPED_METRICS_MAX_BYTES_PER_PROJECT`] per project).
     pub piped_metrics: Vec<PipedMetrics>,
 }
 
@@ -63,6 +64,7 @@ pub async fn measure(
     let mut fleet = Fleet::default();
     let mut kept_bytes = 0usize;
     for project in projects {
+        let mut kept_in_project = 0usize;
         let enabled = |p: &wisp_proto::model::Piped| !p.disabled;
         let pipeds = stores
             .pipeds
@@ -78,9 +80,14 @@ pub async fn measure(
             if let Some(stat) = stat.filter(|s| {
                 everything
                     && !s.metrics.is_empty()
-                    && wisp_telemetry::piped_metrics_fit(kept_bytes, s.metrics.len())
+                    && wisp_telemetry::piped_metrics_fit(
+                        kept_bytes,
+                        kept_in_project,
+                        s.metrics.len(),
+                    )
             }) {
                 kept_bytes += stat.metrics.len();
+                kept_in_project += stat.metrics.len();
                 fleet.piped_metrics.push(PipedMetrics {
                     project_id: project.clone(),
                     piped_id: piped.id.clone(),

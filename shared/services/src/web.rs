@@ -18,6 +18,7 @@ pub mod logins;
 mod pipeds;
 mod project;
 pub mod rbac;
+pub mod sso_policy;
 
 use std::sync::Arc;
 
@@ -81,6 +82,8 @@ pub struct WebApi {
     sso_key: Option<[u8; 32]>,
     /// The most one answer may weigh, where the transport has a bound (behind the ALB).
     response_budget: Option<ResponseBudget>,
+    /// What SSO settings may make the control plane reach.
+    sso_policy: sso_policy::ProviderPolicy,
 }
 
 impl std::fmt::Debug for WebApi {
@@ -96,6 +99,7 @@ impl WebApi {
             config_projects: Arc::new(config_projects),
             sso_key: None,
             response_budget: None,
+            sso_policy: sso_policy::ProviderPolicy::default(),
         }
     }
 
@@ -108,6 +112,12 @@ impl WebApi {
     /// The key that encrypts SSO client secrets at rest.
     pub fn with_sso_key(mut self, key: [u8; 32]) -> Self {
         self.sso_key = Some(key);
+        self
+    }
+
+    /// What SSO settings may make the control plane reach (checked when they are saved).
+    pub fn with_sso_policy(mut self, policy: sso_policy::ProviderPolicy) -> Self {
+        self.sso_policy = policy;
         self
     }
 

@@ -487,13 +487,18 @@ pub mod emf {
 
 /// A piped's metrics text above this is not re-exported.
 pub const PIPED_METRICS_MAX_BYTES_PER_PIPED: usize = 256 * 1024;
+/// One project's pipeds' metrics text re-exported in all; its pipeds past it are left out,
+/// so that one project cannot push the others out of [`PIPED_METRICS_MAX_BYTES`].
+pub const PIPED_METRICS_MAX_BYTES_PER_PROJECT: usize = 2 * 1024 * 1024;
 /// Pipeds' metrics text re-exported in all; pipeds past it are left out.
 pub const PIPED_METRICS_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// Whether a piped's metrics text of `len` bytes is re-exported, `kept` bytes being kept
-/// already.
-pub fn piped_metrics_fit(kept: usize, len: usize) -> bool {
-    len <= PIPED_METRICS_MAX_BYTES_PER_PIPED && kept.saturating_add(len) <= PIPED_METRICS_MAX_BYTES
+/// already in all and `kept_in_project` of them from the piped's project.
+pub fn piped_metrics_fit(kept: usize, kept_in_project: usize, len: usize) -> bool {
+    len <= PIPED_METRICS_MAX_BYTES_PER_PIPED
+        && kept_in_project.saturating_add(len) <= PIPED_METRICS_MAX_BYTES_PER_PROJECT
+        && kept.saturating_add(len) <= PIPED_METRICS_MAX_BYTES
 }
 
 /// What one piped last reported with ReportStat (its own metrics, Prometheus text), for

@@ -2,58 +2,143 @@
 //! format) re-exported on `/metrics`, each sample labelled with the project and piped it
 //! came from, as upstream's control plane does.
 //!
-//! The text comes from pipeds, so it is treated as untrusted: every line is checked with
-//! a Prometheus line parser and dropped when it does not parse; families named like Wisp's
-//! own (`wisp_…`) are dropped; the labels `project_id` and `piped_id` are always the
-//! authenticated ones; and the sizes are bounded ([`MAX_BYTES_PER_PIPED`],
-//! [`MAX_BYTES`]). The families of all pipeds are merged, so that each family's lines
-//! stay together as the format requires.
+//! The text comes from pipeds, so it is treated as hostile: one line Prometheus refuses
+//! would make it drop the whole scrape, Wisp's own metrics with it. So every sample is
+//! rebuilt from its parts, each checked as Prometheus checks it, and a line that fails a
+//! check is dropped:
+//!
+//! - metric names `[a-zA-Z_:][a-zA-Z0-9_:]*`, label names `[a-zA-Z_][a-zA-Z0-9_]*`; names
+//!   starting with `__` (reserved) and families named like Wisp's own (`wisp_…`) refused;
+//!   a label named twice refused;
+//! - values: a finite number, or exactly `+Inf`, `-Inf` or `NaN` (`1e999`, which Prometheus
+//!   reads as out of range, is refused); timestamps are dropped;
+//! - the labels `project_id` and `piped_id` are always the authenticated ones (a piped's
+//!   own are replaced); a series repeated is kept once.
+//!
+//! HELP and TYPE are per project: a family's HELP (TYPE) line is written only when every
+//! project with samples in it declared the same one, so that one project's piped cannot
+//! describe another project's samples; otherwise the line is left out (the samples stay,
+//! untyped) and the family is named in [`Skipped::undescribed`].
+//!
+//! Sizes are bounded: the text read ([`MAX_BYTES_PER_PIPED`], [`MAX_BYTES_PER_PROJECT`],
+//! [`MAX_BYTES`]), and what is written, per project and in all ([`MAX_SERIES_PER_PROJECT`],
+//! [`MAX_SERIES`], [`MAX_OUTPUT_BYTES_PER_PROJECT`], [`MAX_OUTPUT_BYTES`]), so that a scrape
+//! holds at most a few tens of MiB whatever the pipeds send. Pipeds are taken in
+//! (project, piped) order, so what is left out is the same from one scrape to the next.
+//! The families of all pipeds are merged, so that each family's lines stay together as
+//! the format requires.
 
-use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 
 use prometheus_parse::LineInfo;
 
 pub use crate::{
     PIPED_METRICS_MAX_BYTES as MAX_BYTES, PIPED_METRICS_MAX_BYTES_PER_PIPED as MAX_BYTES_PER_PIPED,
+    PIPED_METRICS_MAX_BYTES_PER_PROJECT as MAX_BYTES_PER_PROJECT,
 };
 
 pub use crate::PipedMetrics;
 
+/// Series one project's pipeds may add to `/metrics`.
+pub const MAX_SERIES_PER_PROJECT: usize = 20_000;
+/// Series the pipeds may add to `/metrics` in all.
+pub const MAX_SERIES: usize = 100_000;
+/// Bytes of `/metrics` one project's pipeds' samples may take.
+pub const MAX_OUTPUT_BYTES_PER_PROJECT: usize = 4 * 1024 * 1024;
+/// Bytes of `/metrics` the pipeds' samples may take in all.
+pub const MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
+/// Longest HELP text kept.
+const MAX_HELP_BYTES: usize = 1024;
+
 /// What [`render`] left out.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Skipped {
-    /// Pipeds whose text was too large, not UTF-8, or past [`MAX_BYTES`].
+    /// Pipeds whose text was too large, not UTF-8, or past [`MAX_BYTES_PER_PROJECT`] or
+    /// [`MAX_BYTES`].
     pub pipeds: usize,
-    /// Lines that did not parse or named a `wisp_…` family.
+    /// Lines that did not parse, or that Prometheus would refuse, or that named a `wisp_…`
+    /// family.
     pub lines: usize,
+    /// Samples past a series or size bound, or repeating a series.
+    pub samples: usize,
+    /// Families written without HELP or TYPE because projects disagreed on them.
+    pub undescribed: Vec<String>,
+}
+
+/// What one project declared for a family (the first declaration of its pipeds).
+#[derive(Default)]
+struct Declared {
+    help: Option<String>,
+    kind: Option<&'static str>,
 }
 
 #[derive(Default)]
 struct Family {
-    help: Option<String>,
-    kind: Option<String>,
+    declared: BTreeMap<String, Declared>,
+    /// Projects with samples in the family.
+    sampled: BTreeSet<String>,
     samples: Vec<String>,
+}
+
+impl Family {
+    /// The one value every project with samples declared; `Err` when some declared one
+    /// and they do not all agree.
+    fn agreed<T: Clone + PartialEq>(
+        &self,
+        get: impl Fn(&Declared) -> Option<T>,
+    ) -> Result<Option<T>, ()> {
+        let values: Vec<Option<T>> = self
+            .sampled
+            .iter()
+            .map(|p| self.declared.get(p).and_then(&get))
+            .collect();
+        let Some(first) = values.first() else {
+            return Ok(None);
+        };
+        if values.iter().all(|v| v == first) {
+            Ok(first.clone())
+        } else {
+            Err(())
+        }
+    }
+}
+
+#[derive(Default)]
+struct Usage {
+    series: usize,
+    bytes: usize,
 }
 
 /// The pipeds' metrics as one Prometheus text document.
 pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
+    let mut sorted: Vec<&PipedMetrics> = pipeds.iter().collect();
+    sorted.sort_by(|a, b| (&a.project_id, &a.piped_id).cmp(&(&b.project_id, &b.piped_id)));
     let mut order: Vec<String> = Vec::new();
     let mut families: HashMap<String, Family> = HashMap::new();
     let mut skipped = Skipped::default();
     let mut total = 0usize;
-    for piped in pipeds {
+    let mut read_per_project: HashMap<&str, usize> = HashMap::new();
+    let mut written = Usage::default();
+    let mut written_per_project: HashMap<&str, Usage> = HashMap::new();
+    let mut seen: HashSet<u64> = HashSet::new();
+    for piped in sorted {
+        let project = piped.project_id.as_str();
         let Ok(text) = std::str::from_utf8(&piped.text) else {
             skipped.pipeds += 1;
             continue;
         };
-        if !crate::piped_metrics_fit(total, text.len()) {
+        let read = read_per_project.entry(project).or_default();
+        if !crate::piped_metrics_fit(total, *read, text.len()) {
             skipped.pipeds += 1;
             continue;
         }
         total += text.len();
+        *read += text.len();
         let ours = [
-            ("project_id", piped.project_id.as_str()),
+            ("project_id", project),
             ("piped_id", piped.piped_id.as_str()),
         ];
         // The family a sample belongs to: the last TYPE or HELP line's name, when the
@@ -62,13 +147,14 @@ pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
         for line in text.lines() {
             match LineInfo::parse(line) {
                 LineInfo::Doc { metric_name, doc } => {
-                    if !valid_name(metric_name) || metric_name.starts_with("wisp_") {
+                    if !valid_metric_name(metric_name) {
                         skipped.lines += 1;
                         current = None;
                         continue;
                     }
                     let family = family_entry(&mut families, &mut order, metric_name);
-                    family.help.get_or_insert_with(|| doc.to_string());
+                    let declared = family.declared.entry(project.to_string()).or_default();
+                    declared.help.get_or_insert_with(|| clean_help(doc));
                     current = Some(metric_name.to_string());
                 }
                 LineInfo::Type {
@@ -79,20 +165,26 @@ pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
                     // The parser names a histogram's family by its buckets; the alias is
                     // the family's own name.
                     let metric_name = metric_alias.unwrap_or(metric_name);
-                    let kind = line.split_whitespace().nth(3).unwrap_or("untyped");
-                    if !valid_name(&metric_name)
-                        || metric_name.starts_with("wisp_")
-                        || !matches!(
-                            kind,
-                            "counter" | "gauge" | "histogram" | "summary" | "untyped"
-                        )
-                    {
+                    let kind = match line.split_whitespace().nth(3) {
+                        Some("counter") => "counter",
+                        Some("gauge") => "gauge",
+                        Some("histogram") => "histogram",
+                        Some("summary") => "summary",
+                        Some("untyped") => "untyped",
+                        _ => {
+                            skipped.lines += 1;
+                            current = None;
+                            continue;
+                        }
+                    };
+                    if !valid_metric_name(&metric_name) {
                         skipped.lines += 1;
                         current = None;
                         continue;
                     }
                     let family = family_entry(&mut families, &mut order, &metric_name);
-                    family.kind.get_or_insert_with(|| kind.to_string());
+                    let declared = family.declared.entry(project.to_string()).or_default();
+                    declared.kind.get_or_insert(kind);
                     current = Some(metric_name);
                 }
                 LineInfo::Sample {
@@ -109,44 +201,46 @@ pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
                             continue;
                         }
                     };
-                    if !valid_name(metric_name)
-                        || metric_name.starts_with("wisp_")
-                        || value.parse::<f64>().is_err() && !is_special_float(value)
-                    {
+                    if !valid_metric_name(metric_name) || !valid_value(value) {
                         skipped.lines += 1;
                         continue;
                     }
+                    let sample = sample_line(metric_name, &ours, labels, value);
+                    let series = {
+                        let mut h = DefaultHasher::new();
+                        sample[..sample.rfind('}').unwrap_or(0)].hash(&mut h);
+                        h.finish()
+                    };
+                    let in_project = written_per_project.entry(project).or_default();
+                    let len = sample.len() + 1;
+                    if in_project.series >= MAX_SERIES_PER_PROJECT
+                        || in_project.bytes + len > MAX_OUTPUT_BYTES_PER_PROJECT
+                        || written.series >= MAX_SERIES
+                        || written.bytes + len > MAX_OUTPUT_BYTES
+                        || !seen.insert(series)
+                    {
+                        skipped.samples += 1;
+                        continue;
+                    }
+                    in_project.series += 1;
+                    in_project.bytes += len;
+                    written.series += 1;
+                    written.bytes += len;
                     let family_name = match &current {
                         Some(name) if metric_name.starts_with(name.as_str()) => name.clone(),
                         _ => metric_name.to_string(),
                     };
-                    let mut sample = String::with_capacity(line.len() + 80);
-                    sample.push_str(metric_name);
-                    sample.push('{');
-                    let mut first = true;
-                    for (name, value) in ours.iter().copied().chain(
-                        labels
-                            .iter()
-                            .filter(|(n, _)| n != "project_id" && n != "piped_id")
-                            .map(|(n, v)| (n.as_str(), v.as_str())),
-                    ) {
-                        if !first {
-                            sample.push(',');
-                        }
-                        first = false;
-                        let _ = write!(sample, "{name}=\"{}\"", escape(value));
+                    let family = family_entry(&mut families, &mut order, &family_name);
+                    if !family.sampled.contains(project) {
+                        family.sampled.insert(project.to_string());
                     }
-                    sample.push_str("} ");
-                    sample.push_str(value);
-                    family_entry(&mut families, &mut order, &family_name)
-                        .samples
-                        .push(sample);
+                    family.samples.push(sample);
                 }
                 LineInfo::Empty | LineInfo::Ignored => {}
             }
         }
     }
-    let mut out = String::new();
+    let mut out = String::with_capacity(written.bytes + 1024);
     for name in order {
         let Some(family) = families.remove(&name) else {
             continue;
@@ -154,10 +248,15 @@ pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
         if family.samples.is_empty() {
             continue;
         }
-        if let Some(help) = &family.help {
-            let _ = writeln!(out, "# HELP {name} {}", help.replace('\n', " "));
+        let help = family.agreed(|d| d.help.clone());
+        let kind = family.agreed(|d| d.kind);
+        if help.is_err() || kind.is_err() {
+            skipped.undescribed.push(name.clone());
         }
-        if let Some(kind) = &family.kind {
+        if let Ok(Some(help)) = help {
+            let _ = writeln!(out, "# HELP {name} {help}");
+        }
+        if let Ok(Some(kind)) = kind {
             let _ = writeln!(out, "# TYPE {name} {kind}");
         }
         for sample in &family.samples {
@@ -166,6 +265,37 @@ pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
         }
     }
     (out, skipped)
+}
+
+/// `name{project_id="…",piped_id="…",a="…",…} value`: Wisp's labels first, then the
+/// piped's in name order (Prometheus does not care for the order; one order makes a
+/// repeated series recognisable).
+fn sample_line(
+    name: &str,
+    ours: &[(&str, &str); 2],
+    mut labels: Vec<(String, String)>,
+    value: &str,
+) -> String {
+    labels.retain(|(n, _)| n != "project_id" && n != "piped_id");
+    labels.sort();
+    let mut sample = String::with_capacity(name.len() + value.len() + 80);
+    sample.push_str(name);
+    sample.push('{');
+    let mut first = true;
+    for (name, value) in ours
+        .iter()
+        .copied()
+        .chain(labels.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+    {
+        if !first {
+            sample.push(',');
+        }
+        first = false;
+        let _ = write!(sample, "{name}=\"{}\"", escape(value));
+    }
+    sample.push_str("} ");
+    sample.push_str(value);
+    sample
 }
 
 fn family_entry<'a>(
@@ -179,7 +309,7 @@ fn family_entry<'a>(
     families.entry(name.to_string()).or_default()
 }
 
-/// `[a-zA-Z_:][a-zA-Z0-9_:]*`, the format's metric and label names.
+/// `[a-zA-Z_:][a-zA-Z0-9_:]*`, the format's metric names.
 fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
@@ -188,18 +318,50 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
-fn is_special_float(value: &str) -> bool {
-    matches!(value, "+Inf" | "-Inf" | "NaN")
+/// A metric name a piped may use: legal, not reserved (`__…`), not one of Wisp's own.
+fn valid_metric_name(name: &str) -> bool {
+    valid_name(name) && !name.starts_with("__") && !name.starts_with("wisp_")
 }
 
-/// `a="x",b="y"` (the text between the braces); `None` when it is not that.
+/// A label name a piped may use: `[a-zA-Z_][a-zA-Z0-9_]*`, not reserved (`__…`).
+fn valid_label_name(name: &str) -> bool {
+    valid_name(name) && !name.contains(':') && !name.starts_with("__")
+}
+
+/// A finite number, or one of the format's spellings of the special values. Prometheus
+/// reads `1e999` as out of range and drops the scrape, so it is refused here.
+fn valid_value(value: &str) -> bool {
+    if matches!(value, "+Inf" | "-Inf" | "NaN") {
+        return true;
+    }
+    value.len() <= 64
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.' | b'e' | b'E'))
+        && value.parse::<f64>().is_ok_and(f64::is_finite)
+}
+
+/// HELP text on one line, without control characters, at most [`MAX_HELP_BYTES`].
+fn clean_help(doc: &str) -> String {
+    let mut help = String::with_capacity(doc.len().min(MAX_HELP_BYTES));
+    for c in doc.trim().chars().filter(|c| !c.is_control()) {
+        if help.len() + c.len_utf8() > MAX_HELP_BYTES {
+            break;
+        }
+        help.push(c);
+    }
+    help
+}
+
+/// `a="x",b="y"` (the text between the braces); `None` when it is not that, or a label
+/// is named twice or has a name a piped may not use.
 fn parse_labels(text: &str) -> Option<Vec<(String, String)>> {
-    let mut labels = Vec::new();
+    let mut labels: Vec<(String, String)> = Vec::new();
     let mut rest = text.trim();
     while !rest.is_empty() {
         let (name, after) = rest.split_once('=')?;
         let name = name.trim();
-        if !valid_name(name) || name.contains(':') {
+        if !valid_label_name(name) || labels.iter().any(|(n, _)| n == name) {
             return None;
         }
         let after = after.trim_start();
@@ -341,5 +503,126 @@ not_a_number{a=\"b\"} twelve
         let (out, skipped) = render(&[piped("p1", &big), piped("p2", "m 1\n"), not_utf8]);
         assert_eq!(skipped.pipeds, 2);
         assert_eq!(out, "m{project_id=\"quickstart\",piped_id=\"p2\"} 1\n");
+    }
+
+    fn in_project(project: &str, id: &str, text: &str) -> PipedMetrics {
+        PipedMetrics {
+            project_id: project.into(),
+            ..piped(id, text)
+        }
+    }
+
+    /// Lines that would make Prometheus refuse the whole scrape are dropped; what is left
+    /// parses.
+    #[test]
+    fn lines_prometheus_refuses_are_dropped() {
+        let text = "\
+too_big 1e999
+minus_too_big -1e999
+spelled_inf inf
+spelled_infinity +Infinity
+spelled_nan nan
+hex 0x10
+named{__name__=\"other\"} 1
+__reserved 1
+reserved_label{__meta=\"x\"} 1
+twice{a=\"1\",a=\"2\"} 1
+colon_label{a:b=\"1\"} 1
+# TYPE __reserved_family counter
+# TYPE weird_type info
+# HELP __reserved_help x
+ok_inf +Inf
+ok_minus_inf -Inf
+ok_nan NaN
+ok_small 1.5e-300
+ok_int{b=\"2\",a=\"1\"} 42 1700000000000
+";
+        let (out, skipped) = render(&[piped("p1", text)]);
+        assert_eq!(skipped.lines, 14, "{out}");
+        assert_eq!(
+            out,
+            "\
+ok_inf{project_id=\"quickstart\",piped_id=\"p1\"} +Inf
+ok_minus_inf{project_id=\"quickstart\",piped_id=\"p1\"} -Inf
+ok_nan{project_id=\"quickstart\",piped_id=\"p1\"} NaN
+ok_small{project_id=\"quickstart\",piped_id=\"p1\"} 1.5e-300
+ok_int{project_id=\"quickstart\",piped_id=\"p1\",a=\"1\",b=\"2\"} 42
+"
+        );
+    }
+
+    /// A repeated series (the same labels in another order too) is written once.
+    #[test]
+    fn a_series_is_written_once() {
+        let text = "rep{a=\"1\",b=\"2\"} 1\nrep{b=\"2\",a=\"1\"} 2\nrep{a=\"1\",b=\"2\"} 3\n";
+        let (out, skipped) = render(&[piped("p1", text)]);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert_eq!(skipped.samples, 2);
+    }
+
+    /// One project's piped cannot describe another project's samples: HELP and TYPE are
+    /// written only when every project with samples in the family agrees.
+    #[test]
+    fn help_and_type_are_per_project() {
+        let counter = "# HELP shared_total Mine.\n# TYPE shared_total counter\nshared_total 1\n";
+        let gauge = "# HELP shared_total Yours.\n# TYPE shared_total gauge\nshared_total 2\n";
+        let bare = "shared_total 3\n";
+
+        // Two projects that disagree: neither line, the family named.
+        let (out, skipped) =
+            render(&[in_project("b", "p2", gauge), in_project("a", "p1", counter)]);
+        assert!(!out.contains("# HELP"), "{out}");
+        assert!(!out.contains("# TYPE"), "{out}");
+        assert_eq!(skipped.undescribed, vec!["shared_total".to_string()]);
+        assert_eq!(out.lines().count(), 2, "{out}");
+
+        // A project that declares nothing is not described by another's declaration.
+        let (out, skipped) = render(&[in_project("a", "p1", counter), in_project("b", "p2", bare)]);
+        assert!(!out.contains("# TYPE"), "{out}");
+        assert_eq!(skipped.undescribed, vec!["shared_total".to_string()]);
+
+        // Projects that agree keep their lines; within a project the first piped's wins.
+        let (out, skipped) = render(&[
+            in_project("a", "p1", counter),
+            in_project("a", "p3", gauge),
+            in_project("b", "p2", counter),
+        ]);
+        assert_eq!(skipped.undescribed, Vec::<String>::new());
+        assert_eq!(
+            out.matches("# TYPE shared_total counter\n").count(),
+            1,
+            "{out}"
+        );
+        assert_eq!(
+            out.matches("# HELP shared_total Mine.\n").count(),
+            1,
+            "{out}"
+        );
+        assert!(!out.contains("gauge"), "{out}");
+    }
+
+    /// One project's pipeds cannot push the others out: series and bytes are bounded per
+    /// project and in all, whatever order the pipeds come in.
+    #[test]
+    fn series_are_bounded_per_project_and_in_all() {
+        let many: String = (0..MAX_SERIES_PER_PROJECT + 500)
+            .map(|i| format!("m{i} 1\n"))
+            .collect();
+        assert!(many.len() <= MAX_BYTES_PER_PIPED);
+        let (out, skipped) = render(&[
+            in_project("z", "p9", "small 1\n"),
+            in_project("a", "p1", &many),
+        ]);
+        assert_eq!(out.lines().count(), MAX_SERIES_PER_PROJECT + 1);
+        assert_eq!(skipped.samples, 500);
+        assert!(out.contains("small{project_id=\"z\",piped_id=\"p9\"} 1\n"));
+
+        // Many projects: the total bound holds.
+        let pipeds: Vec<PipedMetrics> = (0..8)
+            .map(|p| in_project(&format!("project-{p}"), "p", &many))
+            .collect();
+        let (out, _) = render(&pipeds);
+        assert_eq!(out.lines().count(), MAX_SERIES);
+        assert!(out.len() <= MAX_OUTPUT_BYTES);
     }
 }

@@ -82,6 +82,30 @@ impl WebApi {
 
     /// Stores the project's SSO settings; the client id and secret are kept encrypted
     /// with the control plane's key and never shown again (GetProject redacts them).
+    /// The addresses in SSO settings must be ones the control plane may reach
+    /// ([`super::sso_policy`]); checked before anything is saved.
+    fn check_sso_addresses(&self, sso: &model::ProjectSsoConfig) -> Result<(), ServiceError> {
+        let mut addresses: Vec<(&str, &str)> = Vec::new();
+        if let Some(oidc) = &sso.oidc {
+            addresses.push(("OIDC issuer", &oidc.issuer));
+            addresses.push(("OIDC authorization endpoint", &oidc.authorization_endpoint));
+            addresses.push(("OIDC token endpoint", &oidc.token_endpoint));
+            addresses.push(("OIDC user info endpoint", &oidc.user_info_endpoint));
+        }
+        if let Some(github) = &sso.github {
+            addresses.push(("GitHub base URL", &github.base_url));
+        }
+        for (what, url) in addresses {
+            if url.trim().is_empty() {
+                continue;
+            }
+            self.sso_policy.check_url(url).map_err(|why| {
+                ServiceError::InvalidArgument(format!("invalid SSO settings: the {what}: {why}"))
+            })?;
+        }
+        Ok(())
+    }
+
     pub async fn update_project_sso_config(
         &self,
         caller: &Authorized,
@@ -93,6 +117,7 @@ impl WebApi {
                 "invalid request: sso must be set".into(),
             ));
         };
+        self.check_sso_addresses(&sso)?;
         let key = self.sso_key().ok_or_else(|| {
             ServiceError::FailedPrecondition(
                 "the control plane has no encryption key to protect SSO secrets".into(),

@@ -206,6 +206,49 @@ resource "aws_cloudwatch_metric_alarm" "grpc_server_errors" {
   tags                = local.tags
 }
 
+# Wisp's own metric: revocations that could not be recorded (a disable, a deletion of old
+# keys or a logout answered UNAVAILABLE: other instances may still accept what it revoked)
+# or read (checks fail closed: cached verifications are checked again, console sessions
+# refused). Summed over the functions that record or read revocations. No data means none.
+resource "aws_cloudwatch_metric_alarm" "revocation_failures" {
+  count               = var.create_alarms ? 1 : 0
+  alarm_name          = "${var.name}-revocation-failures"
+  alarm_description   = "Revocations (disabled pipeds or API keys, deleted piped keys, console logouts) could not be written to, or read from, s3://${local.bucket_name}/revocations.json (${local.metrics_namespace}/wisp_revocation_failures_total). A failed write was answered UNAVAILABLE and the caller told to retry; while it cannot be read, pipeds and API keys are checked against the table on every call and console sessions are refused. Check first: ${local.tail_logs}<function> for \"revocation\" (the S3 error), the functions' S3 grants, and that the object is valid JSON."
+  evaluation_periods  = 1
+  threshold           = var.alarm_thresholds.revocation_failures
+  comparison_operator = "GreaterThanOrEqualToThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = local.tags
+
+  metric_query {
+    id          = "failures"
+    expression  = "SUM([${join(", ", [for i, _ in local.revocation_functions : "m${i}"])}])"
+    label       = "wisp_revocation_failures_total"
+    return_data = true
+  }
+
+  dynamic "metric_query" {
+    for_each = local.revocation_functions
+    content {
+      id = "m${metric_query.key}"
+      metric {
+        namespace   = local.metrics_namespace
+        metric_name = "wisp_revocation_failures_total"
+        dimensions  = { Deployment = var.name, Function = metric_query.value }
+        stat        = "Sum"
+        period      = 300
+      }
+    }
+  }
+}
+
+locals {
+  # The functions that record (api, web-api, http: logout) or read revocations.
+  revocation_functions = ["piped-api", "api", "web-api", "http"]
+}
+
 locals {
   # Every alarm the module created, for the alarm_names output and the tests.
   alarms = concat(
@@ -216,5 +259,6 @@ locals {
     values(aws_cloudwatch_metric_alarm.dynamodb_throttles),
     aws_cloudwatch_metric_alarm.dynamodb_system_errors,
     values(aws_cloudwatch_metric_alarm.grpc_server_errors),
+    aws_cloudwatch_metric_alarm.revocation_failures,
   )
 }

@@ -464,6 +464,7 @@ variable "alarm_thresholds" {
     dynamodb_throttles     = optional(number, 10) # Read/WriteThrottleEvents, each
     dynamodb_system_errors = optional(number, 5)  # SystemErrors, summed over operations
     grpc_server_errors     = optional(number, 5)  # wisp_grpc_requests_total server_error, per function
+    revocation_failures    = optional(number, 1)  # wisp_revocation_failures_total, summed over functions
   })
   default  = {}
   nullable = false

@@ -14,7 +14,12 @@ pub(crate) struct Scrape(prometheus_parse::Scrape);
 
 impl Scrape {
     pub(crate) async fn from(wisp: &Wisp) -> Scrape {
-        let admin = wisp.server().admin_addr().expect("an admin address");
+        Scrape::at(wisp.server()).await
+    }
+
+    /// The samples of one server's `/metrics`.
+    pub(crate) async fn at(server: &support::Server) -> Scrape {
+        let admin = server.admin_addr().expect("an admin address");
         let (status, body) = support::http_request_to(admin, Method::GET, "/metrics").await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let lines = body.lines().map(|l| Ok(l.to_owned()));

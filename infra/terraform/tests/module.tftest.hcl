@@ -179,6 +179,10 @@ run "defaults" {
     error_message = "a gRPC server-errors alarm per gRPC function on Wisp's own metric"
   }
   assert {
+    condition     = length(aws_cloudwatch_metric_alarm.revocation_failures) == 1 && length(aws_cloudwatch_metric_alarm.revocation_failures[0].metric_query) == 5 && aws_cloudwatch_metric_alarm.revocation_failures[0].threshold == 1 && alltrue([for q in aws_cloudwatch_metric_alarm.revocation_failures[0].metric_query : q.expression != "" || (q.metric[0].metric_name == "wisp_revocation_failures_total" && q.metric[0].namespace == "Wisp")])
+    error_message = "a revocation-failures alarm on Wisp's own metric, summed over the four functions that record or read revocations"
+  }
+  assert {
     condition     = toset([for a in aws_cloudwatch_metric_alarm.alb : a.metric_name]) == toset(["HTTPCode_ELB_5XX_Count", "HTTPCode_Target_5XX_Count", "HTTPCode_ELB_502_Count"]) && alltrue([for a in aws_cloudwatch_metric_alarm.alb : a.dimensions["LoadBalancer"] == "app/wisp/0123456789abcdef"])
     error_message = "ALB 5xx, target 5xx and 502 alarms on the load balancer"
   }
@@ -191,8 +195,8 @@ run "defaults" {
     error_message = "DynamoDB throttles and system errors (a sum over four operations)"
   }
   assert {
-    condition     = length(output.alarm_names) == 20 && length(toset(output.alarm_names)) == 20
-    error_message = "20 alarms with distinct names by default"
+    condition     = length(output.alarm_names) == 21 && length(toset(output.alarm_names)) == 21
+    error_message = "21 alarms with distinct names by default"
   }
   assert {
     condition     = alltrue([for a in local.alarms : try(length(a.alarm_actions), 0) == 0 && try(length(a.ok_actions), 0) == 0 && length(a.alarm_description) > 0 && length(a.alarm_description) <= 1024])
@@ -231,7 +235,7 @@ run "alarm_topic_and_xray" {
   }
 
   assert {
-    condition     = length(local.alarms) == 20 && alltrue([for a in local.alarms : a.alarm_actions == toset(["arn:aws:sns:us-east-1:123456789012:wisp-alarms"]) && a.ok_actions == toset(["arn:aws:sns:us-east-1:123456789012:wisp-alarms"])])
+    condition     = length(local.alarms) == 21 && alltrue([for a in local.alarms : a.alarm_actions == toset(["arn:aws:sns:us-east-1:123456789012:wisp-alarms"]) && a.ok_actions == toset(["arn:aws:sns:us-east-1:123456789012:wisp-alarms"])])
     error_message = "every alarm notifies the topic on ALARM and OK"
   }
   assert {
@@ -324,7 +328,7 @@ run "redis_key_prefix_and_schedules" {
     error_message = "a null schedule turns its job off"
   }
   assert {
-    condition     = length(aws_cloudwatch_metric_alarm.jobs_stale) == 0 && length(output.alarm_names) == 19
+    condition     = length(aws_cloudwatch_metric_alarm.jobs_stale) == 0 && length(output.alarm_names) == 20
     error_message = "without the every-minute job there is no staleness alarm"
   }
   assert {

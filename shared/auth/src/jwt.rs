@@ -15,6 +15,11 @@ pub const SESSION_COOKIE: &str = "token";
 pub const ISSUER: &str = "PipeCD";
 /// How long a console session lasts: a week, as upstream's token cookie.
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// The longest a console session may last, whatever an SSO `sessionTtl` asks for, and the
+/// furthest a token's expiry may lie ahead for it to be accepted. Deviation: upstream
+/// takes any `sessionTtl`; Wisp caps it so that a logout is remembered (in the shared
+/// revocations, `wisp_store::revocations::MAX_KEEP`) for as long as its token could work.
+pub const MAX_SESSION_TTL: Duration = DEFAULT_SESSION_TTL;
 
 /// A signed-in console user: who, and which project roles the token grants.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -133,8 +138,9 @@ impl SessionSigner {
         }
     }
 
+    /// Sessions lasting `ttl`, at most [`MAX_SESSION_TTL`].
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
+        self.ttl = ttl.min(MAX_SESSION_TTL);
         self
     }
 
@@ -187,6 +193,10 @@ impl SessionSigner {
         let claims = data.claims;
         if claims.role.project_id.is_empty() {
             return Err(Reason::InvalidSessionToken("no project in role claim".into()).into());
+        }
+        // A token meant to outlive the longest session could outlive its logout's entry.
+        if claims.exp > now_secs() + MAX_SESSION_TTL.as_secs() + validation.leeway {
+            return Err(Reason::InvalidSessionToken("expiry too far ahead".into()).into());
         }
         Ok(WebCaller {
             subject: claims.sub,
@@ -331,6 +341,29 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unauthenticated: invalid session token: expired"
+        );
+    }
+
+    /// An SSO `sessionTtl` of a month gives a week; a token expiring further ahead than
+    /// that (another signer's) is refused.
+    #[test]
+    fn sessions_last_at_most_the_cap() {
+        let month = Duration::from_secs(30 * 24 * 3600);
+        let signer = SessionSigner::new(b"k").with_ttl(month);
+        assert_eq!(signer.ttl(), MAX_SESSION_TTL);
+        assert!(
+            signer
+                .verify(&signer.sign(&caller()).expect("sign"))
+                .is_ok()
+        );
+        let mut long = SessionSigner::new(b"k");
+        long.ttl = month;
+        let err = long
+            .verify(&long.sign(&caller()).expect("sign"))
+            .expect_err("too long");
+        assert_eq!(
+            err.to_string(),
+            "unauthenticated: invalid session token: expiry too far ahead"
         );
     }
 

@@ -16,7 +16,7 @@ pub use credentials::{
 };
 pub use error::{AuthError, HashError, PipedTokenPart, Reason, SourceError};
 pub use jwt::{
-    MAX_SESSION_GROUPS, SESSION_COOKIE, SessionSigner, SsoGroups, WebCaller,
+    MAX_SESSION_GROUPS, MAX_SESSION_TTL, SESSION_COOKIE, SessionSigner, SsoGroups, WebCaller,
     static_admin_fingerprint,
 };
 pub use keys::{

@@ -648,8 +648,15 @@ impl Console {
             .iter()
             .filter_map(|h| h.to_str().ok())
             .find_map(|h| wisp_auth::credentials::find_cookie(h, SESSION_COOKIE));
-        if let Some(caller) = token.and_then(|t| self.signer.verify(t).ok()) {
-            self.web.end_session(&caller).await;
+        if let Some(caller) = token.and_then(|t| self.signer.verify(t).ok())
+            && let Err(e) = self.web.end_session(&caller).await
+        {
+            // The cookie is kept: the session may still work on other instances, and
+            // logging out again retries.
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("Logout failed: {e}"),
+            );
         }
         let mut resp = redirect(StatusCode::FOUND, "/");
         self.set_cookie(
@@ -764,8 +771,8 @@ fn html(status: StatusCode, page: &'static str) -> Response<Bytes> {
     resp
 }
 
-pub(crate) fn plain(status: StatusCode, text: &'static str) -> Response<Bytes> {
-    let mut resp = Response::new(Bytes::from_static(text.as_bytes()));
+pub(crate) fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<Bytes> {
+    let mut resp = Response::new(text.into());
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -4,14 +4,13 @@
 //! so readers see the old content or the new one, never a torn write. The etag is the
 //! hex SHA-256 of the content.
 //!
-//! Conditional puts (`Absent`, `Matches`) and deletes hold a per-path lock (a fixed set of
-//! sharded mutexes) from the condition check to the rename, which makes them atomic with
-//! respect to every other writer *in this process*. Caveat: two processes writing the same
-//! path (e.g. `wisp serve` and an admin CLI) are not serialised with each other; a
-//! conditional put may then overwrite a write that landed between its check and its
-//! rename. Wisp's embedded mode has one server process writing objects, so this is
-//! accepted; a backend shared by several processes must use one with atomic conditional
-//! writes (S3).
+//! Puts and deletes hold a per-path lock from the condition check to the rename, which
+//! makes conditional puts (`Absent`, `Matches`) atomic with respect to every other writer,
+//! in this process and in others on the same directory (`wisp serve` twice, the admin
+//! CLI, `wisp import`): paths hash onto a fixed set of shards, each a mutex in the process
+//! and an exclusive `flock` on the shard's lock file (`<root>/.wisp-tmp.locks/<n>`, a
+//! reserved name no object can take) across processes. Readers take no lock: the rename
+//! makes every read see a whole object.
 
 use std::collections::BinaryHeap;
 use std::collections::hash_map::DefaultHasher;
@@ -39,6 +38,10 @@ const TMP_PREFIX: &str = RESERVED_SEGMENT_PREFIX;
 
 /// Number of lock shards: paths hash onto them, so unrelated paths rarely wait.
 const LOCK_SHARDS: usize = 64;
+
+/// The directory of the shards' lock files, under the root (a reserved name: never an
+/// object, never listed).
+const LOCK_DIR: &str = ".wisp-tmp.locks";
 
 /// How often a put retries when a concurrent delete pruned the directory it just made.
 const MAX_DIR_ATTEMPTS: usize = 8;
@@ -77,29 +80,65 @@ impl LocalFilestore {
         &self.root
     }
 
-    async fn lock(&self, path: &str) -> OwnedMutexGuard<()> {
+    /// The in-process half of `path`'s lock, and its shard (whose lock file [`run`]
+    /// locks across processes).
+    async fn lock(&self, path: &str) -> (OwnedMutexGuard<()>, usize) {
         let mut hasher = DefaultHasher::new();
         path.hash(&mut hasher);
         let shard = (hasher.finish() % LOCK_SHARDS as u64) as usize;
-        self.locks[shard].clone().lock_owned().await
+        (self.locks[shard].clone().lock_owned().await, shard)
     }
 
-    /// Runs `f` on the blocking pool. `guard` (if any) is held until `f` has finished,
-    /// even if the calling future is dropped meanwhile.
-    async fn run<T, F>(&self, guard: Option<OwnedMutexGuard<()>>, f: F) -> Result<T>
+    /// Runs `f` on the blocking pool. With `guard` (a shard's in-process lock), `f` runs
+    /// holding the shard's lock file too; both are held until `f` has finished, even if the
+    /// calling future is dropped meanwhile.
+    async fn run<T, F>(&self, guard: Option<(OwnedMutexGuard<()>, usize)>, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Path) -> Result<T> + Send + 'static,
     {
         let root = self.root.clone();
         tokio::task::spawn_blocking(move || {
-            let result = f(&root);
+            let result = match &guard {
+                Some((_, shard)) => lock_file(&root, *shard).and_then(|file| {
+                    let result = f(&root);
+                    // Closing the file releases the lock; unlocking first says so.
+                    let _ = file.unlock();
+                    result
+                }),
+                None => f(&root),
+            };
             drop(guard);
             result
         })
         .await
         .map_err(|e| StoreError::Internal(format!("filestore task failed: {e}")))?
     }
+}
+
+/// Opens shard `shard`'s lock file (made if missing) and takes its exclusive lock,
+/// waiting for another process that holds it.
+fn lock_file(root: &Path, shard: usize) -> Result<fs::File> {
+    let failed = |e: io::Error| StoreError::Internal(format!("filestore lock {shard}: {e}"));
+    let dir = root.join(LOCK_DIR);
+    let mut options = fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let path = dir.join(shard.to_string());
+    let file = match options.open(&path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            crate::private_fs::create_dir_all(&dir).map_err(failed)?;
+            options.open(&path)
+        }
+        other => other,
+    }
+    .map_err(failed)?;
+    file.lock().map_err(failed)?;
+    Ok(file)
 }
 
 pub fn etag_of(data: &[u8]) -> String {
@@ -469,6 +508,57 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// Two handles on one directory (as two processes would have: their own in-process
+    /// locks) increment one counter with read-modify-write conditional puts: none is lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn conditional_puts_are_atomic_across_handles() {
+        const EACH: usize = 100;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let handles = [
+            LocalFilestore::open(dir.path()).expect("open"),
+            LocalFilestore::open(dir.path()).expect("open"),
+        ];
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let fs = handles[i % 2].clone();
+            tasks.push(tokio::spawn(async move {
+                let mut done = 0;
+                while done < EACH {
+                    let (n, condition) = match fs.get("counter").await {
+                        Ok(o) => (
+                            String::from_utf8(o.data)
+                                .expect("utf8")
+                                .parse::<usize>()
+                                .expect("number"),
+                            PutCondition::Matches(o.etag),
+                        ),
+                        Err(StoreError::NotFound(_)) => (0, PutCondition::Absent),
+                        Err(e) => panic!("get: {e}"),
+                    };
+                    match fs
+                        .put("counter", (n + 1).to_string().into_bytes(), condition)
+                        .await
+                    {
+                        Ok(_) => done += 1,
+                        Err(StoreError::Conflict(_) | StoreError::AlreadyExists(_)) => {}
+                        Err(e) => panic!("put: {e}"),
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let total = handles[0].get("counter").await.expect("counter").data;
+        assert_eq!(
+            String::from_utf8(total).expect("utf8"),
+            (4 * EACH).to_string()
+        );
+        // The lock files are no objects.
+        let all = handles[1].list("", None, 0).await.expect("list");
+        assert_eq!(all.objects.len(), 1);
     }
 
     #[tokio::test]

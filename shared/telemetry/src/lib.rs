@@ -91,6 +91,10 @@ pub const PIPEDS_CONNECTED: &str = "wisp_pipeds_connected";
 pub const DEPLOYMENTS_OPEN: &str = "wisp_deployments_open";
 /// Lambda functions that failed to start (the config, a secret or a store), by function.
 pub const INIT_FAILURES: &str = "wisp_init_failures_total";
+/// Revocations that could not be shared with other instances, by `op` (`record`: a
+/// disable, key deletion or logout whose entry was not written, and which failed;
+/// `read`: the list could not be read or parsed, and checks fail closed).
+pub const REVOCATION_FAILURES: &str = "wisp_revocation_failures_total";
 
 /// Scheduled job runs, by `job` and `outcome` (`finished`; `partial`: the run's time was
 /// up and the next run continues; `failed`).
@@ -117,6 +121,7 @@ pub const ALL: &[&str] = &[
     CACHE_READS,
     CACHE_TIMEOUTS,
     INIT_FAILURES,
+    REVOCATION_FAILURES,
     PIPEDS_REGISTERED,
     PIPEDS_CONNECTED,
     DEPLOYMENTS_OPEN,
@@ -186,6 +191,10 @@ pub fn describe() {
     );
     describe_counter!(CACHE_TIMEOUTS, "Cache calls that got no answer in time");
     describe_counter!(INIT_FAILURES, "Function starts that failed");
+    describe_counter!(
+        REVOCATION_FAILURES,
+        "Revocations not recorded (op=record) or not readable (op=read) in the shared list"
+    );
     describe_gauge!(PIPEDS_REGISTERED, "Pipeds registered and not disabled");
     describe_gauge!(
         PIPEDS_CONNECTED,
@@ -283,6 +292,16 @@ pub fn record_slow_hashes(credential: &'static str, n: u64) {
         return;
     }
     metrics::counter!(AUTH_SLOW_HASHES, "credential" => credential).increment(n);
+}
+
+/// Records a failure of the shared revocation list: `op` is `record` or `read`. In every
+/// profile, since an alarm reads it (on CloudWatch without `op`: one metric per function).
+pub fn record_revocation_failure(op: &'static str) {
+    if lean() {
+        metrics::counter!(REVOCATION_FAILURES).increment(1);
+        return;
+    }
+    metrics::counter!(REVOCATION_FAILURES, "op" => op).increment(1);
 }
 
 /// Records a cache call that got no answer in time.

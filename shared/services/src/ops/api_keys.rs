@@ -72,8 +72,9 @@ pub async fn disable_api_key(
         stores,
         Revoked::ApiKey { project_id, id },
         super::credential_revocation_until(),
+        &format!("API key {id} was disabled"),
     )
-    .await;
+    .await?;
     Ok(key)
 }
 

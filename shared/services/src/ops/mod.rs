@@ -14,17 +14,30 @@ pub mod projects;
 pub const REDACTED: &str = "redacted";
 
 /// Records a revocation, so that verifiers that cached the credential (here at once,
-/// on other instances within their refresh) stop trusting it. The datastore change is
-/// already made: if the shared list cannot be written, other instances still stop
-/// within the verifiers' TTL, and the failure is logged rather than failing the call.
+/// on other instances within their refresh) stop trusting it. The datastore change
+/// (`done`, e.g. "piped p-1 disabled") is already made and stands; if the shared list
+/// cannot be written, other instances may keep accepting what it revokes, so the action
+/// fails with UNAVAILABLE saying what happened and to retry (the action is idempotent: a
+/// retry records the revocation again). The store counts and logs the failure.
 pub(crate) async fn revoke(
     stores: &wisp_store::stores::Stores,
     what: wisp_store::revocations::Revoked<'_>,
     until: i64,
-) {
-    if let Err(e) = stores.revocations.revoke(what, until).await {
-        tracing::warn!(error = %e, ?what, "revocation not shared with other instances");
-    }
+    done: &str,
+) -> Result<(), crate::error::ServiceError> {
+    stores
+        .revocations
+        .revoke(what, until)
+        .await
+        .map_err(|_| revocation_not_shared(done))
+}
+
+/// The error of an action whose revocation could not be recorded.
+pub fn revocation_not_shared(done: &str) -> crate::error::ServiceError {
+    crate::error::ServiceError::Unavailable(format!(
+        "{done}, but the revocation could not be shared with other instances, which may \
+         still accept it for a while; retry the same action (the server log says why)"
+    ))
 }
 
 /// How long a credential revocation must be remembered: past the verifiers' cache TTL.
@@ -33,3 +46,7 @@ pub(crate) fn credential_revocation_until() -> i64 {
         + i64::try_from(wisp_auth::VERIFIED_TTL.as_secs()).unwrap_or(i64::MAX / 2)
         + 60
 }
+
+// A logout is remembered for as long as its token could work.
+const _: () =
+    assert!(wisp_auth::MAX_SESSION_TTL.as_secs() < wisp_store::revocations::MAX_KEEP.as_secs());

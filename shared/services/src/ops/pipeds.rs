@@ -108,11 +108,22 @@ pub async fn delete_old_piped_keys(
         Ok(())
     })
     .await?;
-    revoke_piped(stores, project_id, piped_id).await;
+    revoke_piped(
+        stores,
+        project_id,
+        piped_id,
+        &format!("The old keys of piped {piped_id} were deleted"),
+    )
+    .await?;
     Ok(piped)
 }
 
-async fn revoke_piped(stores: &Stores, project_id: &str, piped_id: &str) {
+async fn revoke_piped(
+    stores: &Stores,
+    project_id: &str,
+    piped_id: &str,
+    done: &str,
+) -> Result<(), ServiceError> {
     super::revoke(
         stores,
         Revoked::Piped {
@@ -120,8 +131,9 @@ async fn revoke_piped(stores: &Stores, project_id: &str, piped_id: &str) {
             piped_id,
         },
         super::credential_revocation_until(),
+        done,
     )
-    .await;
+    .await
 }
 
 /// The newest key by creation time; of keys made in the same second, the one added last
@@ -146,7 +158,13 @@ pub async fn set_piped_disabled(
     })
     .await?;
     if disabled {
-        revoke_piped(stores, project_id, piped_id).await;
+        revoke_piped(
+            stores,
+            project_id,
+            piped_id,
+            &format!("Piped {piped_id} was disabled"),
+        )
+        .await?;
     }
     Ok(piped)
 }

@@ -252,9 +252,11 @@ impl WebApi {
 
     /// Ends `caller`'s session on the server: its id is revoked until the token would
     /// have expired (here at once, on other instances within the revocations' refresh).
-    pub async fn end_session(&self, caller: &WebCaller) {
+    /// UNAVAILABLE when that could not be recorded: the session may still work elsewhere,
+    /// and logging out again retries.
+    pub async fn end_session(&self, caller: &WebCaller) -> Result<(), ServiceError> {
         if caller.session_id.is_empty() {
-            return;
+            return Ok(());
         }
         let until = i64::try_from(caller.expires_at).unwrap_or(i64::MAX);
         crate::ops::revoke(
@@ -263,8 +265,9 @@ impl WebApi {
                 id: &caller.session_id,
             },
             until,
+            "Logged out in this browser",
         )
-        .await;
+        .await
     }
 
     /// Records an SSO login's state `id` as used; false if it already was. Shared by the
@@ -284,23 +287,25 @@ impl WebApi {
         true
     }
 
-    /// UNAUTHENTICATED once the session was logged out.
+    /// UNAUTHENTICATED once the session was logged out; UNAVAILABLE while the shared
+    /// revocations cannot be read (fails closed: a logout elsewhere cannot be ruled out).
     async fn check_session_open(&self, caller: &WebCaller) -> Result<(), ServiceError> {
-        if !caller.session_id.is_empty()
-            && self
-                .stores
-                .revocations
-                .revoked_since(
-                    wisp_store::revocations::Revoked::Session {
-                        id: &caller.session_id,
-                    },
-                    i64::MIN,
-                )
-                .await
-        {
-            return Err(session_ended());
+        use wisp_store::revocations::{Revoked, Status};
+        if caller.session_id.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let what = Revoked::Session {
+            id: &caller.session_id,
+        };
+        match self.stores.revocations.status(what, i64::MIN).await {
+            Status::Open => Ok(()),
+            Status::Revoked => Err(session_ended()),
+            Status::Unknown => Err(ServiceError::Unavailable(
+                "console sessions cannot be checked: the list of ended sessions is unreadable; \
+                 try again later (the server log says why)"
+                    .into(),
+            )),
+        }
     }
 
     /// The caller's project, checked against a static admin's session; PERMISSION_DENIED

@@ -72,7 +72,10 @@ async fn pipectl_calls_through_the_background_bridge_which_stops_with_the_job() 
         if let Some(status) = job.try_wait().expect("wait") {
             break status;
         }
-        assert!(Instant::now() < deadline, "the recipe did not end with its command");
+        assert!(
+            Instant::now() < deadline,
+            "the recipe did not end with its command"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(status.code(), Some(7), "the command's exit status");

@@ -214,7 +214,12 @@ fn spawn_ready(cmd: &mut Command, prefix: &str) -> (Child, SocketAddr) {
 /// The image's binary run in its root filesystem as its user, with the image's
 /// environment only: `wisp` as `chroot` runs it.
 fn chroot_wisp(image: &Image) -> Command {
-    let mut cmd = Command::new("chroot");
+    // By its path: the child's environment (and PATH) is the image's.
+    let chroot = ["/usr/sbin/chroot", "/usr/bin/chroot"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("chroot (coreutils)");
+    let mut cmd = Command::new(chroot);
     cmd.env_clear()
         .env("PATH", "/usr/local/bin")
         .env("HOME", "/home/wisp")

@@ -10,6 +10,7 @@ layer holds only:
   /etc/ssl/certs/ca-certificates.crt     Debian's ca-certificates bundle
   /etc/passwd, /etc/group                root and the user `wisp` (65532), no shell
   /etc/nsswitch.conf                     hosts: files dns (static glibc resolves both)
+  /etc/hosts                             localhost (runtimes usually mount their own)
   /home/wisp (65532), /tmp (1777)        writable places for a non-root user
   /usr/share/doc/wisp/sbom.spdx.json     the SBOM (SPDX 2.3) of the binary
 
@@ -121,6 +122,8 @@ def layer(binary, sbom, ca_bundle, epoch):
     )
     add("/etc/group", f"root:x:0:\nwisp:x:{USER_ID}:\n".encode())
     add("/etc/nsswitch.conf", b"hosts: files dns\n")
+    # Runtimes (Kubernetes, podman) mount their own; runc and chroot see this one.
+    add("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
 
     dirs = {"home/wisp": (0o755, USER_ID), "tmp": (0o1777, 0)}
     for path in list(files):

@@ -40,10 +40,22 @@ pub struct BridgeArgs {
     /// Most client connections open at once; at the cap new ones wait until one closes.
     #[arg(long, default_value_t = wisp_bridge::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+    /// Serve clients over TLS with this certificate chain (PEM), e.g. from a Kubernetes
+    /// Secret; with `--tls-key`. Clients then connect without `--insecure`.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// After SIGTERM, keep accepting clients this long with `/readyz` failing, so that a
+    /// Kubernetes Service or load balancer stops routing here before the listener closes.
+    #[arg(long, default_value = "0s", value_parser = super::flags::parse_duration)]
+    pub shutdown_delay: Duration,
+    /// Then wait at most this long for the calls in flight to finish (keep delay + grace
+    /// under the pod's `terminationGracePeriodSeconds`).
+    #[arg(long, default_value = "10s", value_parser = super::flags::parse_duration)]
+    pub shutdown_grace: Duration,
 }
-
-/// How long in-flight calls may take to finish after SIGTERM / Ctrl-C.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
     if !args.listen.ip().is_loopback() && !args.allow_remote {
@@ -77,6 +89,10 @@ pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
     config.timeout = args.timeout;
     config.ca_file = args.ca_file;
     config.max_connections = args.max_connections;
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        config.inbound_tls = Some(wisp_bridge::inbound::InboundTls { cert, key });
+    }
+    let tls = config.inbound_tls.is_some();
     let bridge = Bridge::new(config).map_err(|e| CliError::Usage(e.to_string()))?;
 
     let mut signals = Signals::install().context("install signal handlers")?;
@@ -88,18 +104,29 @@ pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
     println!("wisp bridge listening on {local}");
     tracing::info!(
         addr = %local,
+        tls,
         upstream = %bridge.config().upstream,
         timeout_s = args.timeout.as_secs_f64(),
         "wisp bridge ready"
     );
+    let draining = bridge.clone();
+    let delay = args.shutdown_delay;
     bridge
         .serve(
             listener,
             async move {
                 signals.recv().await;
+                draining.start_draining();
+                if !delay.is_zero() {
+                    tracing::info!(
+                        delay_s = delay.as_secs_f64(),
+                        "shutting down: /readyz fails, still accepting clients"
+                    );
+                    tokio::time::sleep(delay).await;
+                }
                 tracing::info!("shutting down: finishing in-flight calls");
             },
-            SHUTDOWN_GRACE,
+            args.shutdown_grace,
         )
         .await;
     tracing::info!("wisp bridge stopped");

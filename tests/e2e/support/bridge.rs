@@ -23,6 +23,17 @@ impl Bridge {
     /// debug logging as JSON lines (one per forwarded call) to `<dir>/bridge-<n>.log` and
     /// waits for its `wisp bridge listening on <addr>` line.
     pub fn start(upstream: &str, dir: &Path, extra: &[&str]) -> Bridge {
+        Self::start_command(wisp_command(), upstream, dir, extra)
+    }
+
+    /// [`Bridge::start`] with `command` as the `wisp` binary (e.g. the one in the
+    /// container image, run in its root filesystem).
+    pub fn start_command(
+        mut command: std::process::Command,
+        upstream: &str,
+        dir: &Path,
+        extra: &[&str],
+    ) -> Bridge {
         let log = (0..)
             .map(|n| dir.join(format!("bridge-{n}.log")))
             .find(|p| !p.exists())
@@ -32,7 +43,7 @@ impl Bridge {
             .append(true)
             .open(&log)
             .expect("open the bridge log");
-        let mut child = wisp_command()
+        let mut child = command
             .args(["--log", "info,wisp_bridge=debug", "--log-json", "bridge"])
             .args(["--listen", "127.0.0.1:0", "--upstream", upstream])
             .args(extra)
@@ -74,6 +85,27 @@ impl Bridge {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `limit` for the process to exit.
+    pub async fn wait_exit(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for wisp bridge") {
+                return Some(status);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     pub fn log_text(&self) -> String {

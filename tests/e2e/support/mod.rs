@@ -349,6 +349,15 @@ impl Wisp {
         })
     }
 
+    /// Puts `bridge` (started with [`bridge::Bridge::start_command`]) in front of this
+    /// control plane, before any client used the default one.
+    pub fn use_bridge(&self, bridge: bridge::Bridge) {
+        assert!(
+            self.bridge.set(bridge).is_ok(),
+            "a bridge is already in front of this control plane"
+        );
+    }
+
     /// Where a client using `via` connects: the server, or its bridge.
     fn endpoint(&self, via: Via) -> SocketAddr {
         match via {

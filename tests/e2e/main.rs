@@ -34,4 +34,6 @@ mod revocation;
 mod serve_jobs;
 mod simulate;
 mod web_console;
+mod web_coverage;
+mod web_populated;
 mod web_rbac_matrix;

@@ -12,7 +12,7 @@ use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
 use crate::hybrid;
 use crate::ops::applications as ops;
-use crate::support::{new_id, update_checked};
+use crate::support::{new_id, now_unix, update_checked};
 
 impl WebApi {
     /// Adds an application on one of the project's pipeds, from a repository that piped
@@ -66,6 +66,13 @@ impl WebApi {
         self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
         self.change_application(caller, &req.application_id, |app| {
+            // As APIService (and upstream's updaters): a deleted application is frozen.
+            if app.deleted {
+                return Err(ServiceError::InvalidArgument(format!(
+                    "Invalid argument to update application {}: cannot update a deleted application",
+                    app.id
+                )));
+            }
             if !req.name.is_empty() {
                 app.name = req.name.clone();
             }
@@ -102,16 +109,19 @@ impl WebApi {
         Ok(DisableApplicationResponse {})
     }
 
-    /// Soft delete, as upstream: the application stays, deleted and disabled.
+    /// Soft delete, as upstream and APIService: the application stays, deleted and
+    /// disabled, stamped with the time of its deletion.
     pub async fn delete_application(
         &self,
         caller: &Authorized,
         req: DeleteApplicationRequest,
     ) -> Result<DeleteApplicationResponse, ServiceError> {
         required("application_id", &req.application_id)?;
+        let now = now_unix();
         self.change_application(caller, &req.application_id, |app| {
             app.deleted = true;
             app.disabled = true;
+            app.deleted_at = now;
             Ok(())
         })
         .await?;

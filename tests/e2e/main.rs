@@ -14,6 +14,7 @@ mod aws_backends;
 mod bridge;
 mod console_browser;
 mod console_sso;
+mod doctor;
 mod grpc_web;
 mod hostile;
 mod import_pipecd;

@@ -9,6 +9,7 @@ mod application;
 mod aws;
 mod bridge;
 mod console;
+mod doctor;
 mod flags;
 mod import;
 mod jobs;
@@ -79,6 +80,10 @@ pub enum Command {
     /// List the scheduled jobs, or run one now.
     #[command(subcommand)]
     Jobs(jobs::JobsCommand),
+    /// Check a live deployment from here: DNS, TLS, each load-balancer route, the
+    /// console's files and login page, and (with `--session`) that a revocation is
+    /// recorded. One line per failure with its fix; non-zero exit status on a failure.
+    Doctor(doctor::DoctorArgs),
     /// Drive a running control plane with a fleet of simulated pipeds at upstream's
     /// cadence; report calls, latencies, failures and a monthly AWS cost projection.
     Simulate(simulate::SimulateArgs),
@@ -125,5 +130,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Console(cmd) => console::run(cmd).await,
         Command::Jobs(cmd) => jobs::run(cmd).await,
         Command::Simulate(args) => simulate::run(args).await,
+        Command::Doctor(args) => doctor::run(args).await,
     }
 }

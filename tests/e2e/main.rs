@@ -17,6 +17,7 @@ mod ci_recipe;
 mod console_browser;
 mod console_sso;
 mod deploy_k8s;
+mod doctor;
 mod grpc_web;
 mod hostile;
 mod hostile_tenants;

@@ -142,7 +142,12 @@ pub struct LambdaFront {
     pub init_times: Vec<(&'static str, Duration)>,
     /// The quickstart project's static admin (username, password).
     pub admin: Option<(String, String)>,
+    /// Functions whose listener rule is gone (`remove_route`).
+    unrouted: Unrouted,
 }
+
+/// Functions whose ALB listener rule was removed: their paths go to the default action.
+type Unrouted = Arc<Mutex<std::collections::HashSet<&'static str>>>;
 
 impl LambdaFront {
     /// Starts every function (config and key read from the secrets `backend` names, on
@@ -231,7 +236,8 @@ impl LambdaFront {
         let listener =
             run_on(&runtime, TcpListener::bind("127.0.0.1:0")).expect("bind the ALB emulator");
         let addr = listener.local_addr().expect("ALB address");
-        runtime.spawn(serve_alb(listener, routes.clone()));
+        let unrouted = Unrouted::default();
+        runtime.spawn(serve_alb(listener, routes.clone(), unrouted.clone()));
 
         LambdaFront {
             addr,
@@ -243,7 +249,14 @@ impl LambdaFront {
             runtime: Some(runtime),
             init_times,
             admin: None,
+            unrouted,
         }
+    }
+
+    /// Removes the listener rule of `function` (e.g. `wisp-api`): its paths then go to
+    /// the default action, the http function, as on an ALB missing that rule.
+    pub fn remove_route(&self, function: &'static str) {
+        self.unrouted.lock().expect("routes").insert(function);
     }
 
     /// Where the "ALB" listens (plain HTTP/1.1).
@@ -512,10 +525,11 @@ struct Route {
 type Routes = Arc<HashMap<&'static str, Route>>;
 
 /// The ALB: HTTP/1.1 in, one Lambda invocation per request, HTTP out.
-async fn serve_alb(listener: TcpListener, routes: Routes) {
+async fn serve_alb(listener: TcpListener, routes: Routes, unrouted: Unrouted) {
     serve_http(listener, move |req| {
         let routes = routes.clone();
-        async move { alb(routes, req).await }
+        let unrouted = unrouted.clone();
+        async move { alb(routes, unrouted, req).await }
     })
     .await;
 }
@@ -528,7 +542,7 @@ fn function_for(path: &str) -> &'static str {
         .unwrap_or(DEFAULT_FUNCTION)
 }
 
-async fn alb(routes: Routes, req: Request<Incoming>) -> HttpResponse {
+async fn alb(routes: Routes, unrouted: Unrouted, req: Request<Incoming>) -> HttpResponse {
     let (parts, body) = req.into_parts();
     let body = match body.collect().await {
         Ok(b) => b.to_bytes(),
@@ -545,7 +559,10 @@ async fn alb(routes: Routes, req: Request<Incoming>) -> HttpResponse {
             "413 Request Entity Too Large",
         );
     }
-    let function = function_for(parts.uri.path());
+    let mut function = function_for(parts.uri.path());
+    if unrouted.lock().expect("routes").contains(function) {
+        function = DEFAULT_FUNCTION;
+    }
     let Some(Route {
         tx,
         log,

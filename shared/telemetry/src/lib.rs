@@ -661,6 +661,7 @@ mod tests {
                     Duration::from_millis(3),
                 );
                 record_job_run("insights", JobRun::default());
+                record_revocation_failure("record");
             });
             let mut seen: Vec<String> = snapshotter
                 .snapshot()
@@ -688,10 +689,17 @@ mod tests {
             [
                 "wisp_grpc_requests_total{code_class=client_error}",
                 "wisp_grpc_requests_total{code_class=ok}",
+                "wisp_revocation_failures_total{}",
             ]
         );
+
         let has = |set: &[String], key: &str| set.iter().any(|k| k == key);
         assert!(has(&detailed, "wisp_grpc_request_duration_seconds{}"));
+        assert!(has(&detailed, "wisp_revocation_failures_total{}"));
+        assert!(has(
+            &prometheus,
+            "wisp_revocation_failures_total{op=record}"
+        ));
         assert!(has(
             &detailed,
             "wisp_auth_verifications_total{outcome=cached}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the browser tests (tests/e2e/console_browser.rs) drive, if missing: Debian's
 # chromium and, under tests/browser/, npm's playwright-core (which never downloads a
-# browser of its own: the tests point it at /usr/bin/chromium).
+# browser of its own: the tests point it at /usr/bin/chromium) and the screenshot
+# comparison's pixelmatch and pngjs.
 #
 #   scripts/browser.sh install
 set -euo pipefail
@@ -34,10 +35,11 @@ install_driver() {
     $sudo apt-get update -qq
     $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
   fi
-  if [[ -d "$root/tests/browser/node_modules/playwright-core" ]]; then
+  local modules="$root/tests/browser/node_modules"
+  if [[ -d "$modules/playwright-core" && -d "$modules/pixelmatch" && -d "$modules/pngjs" ]]; then
     return
   fi
-  echo "browser.sh: installing playwright-core (npm)" >&2
+  echo "browser.sh: installing playwright-core, pixelmatch and pngjs (npm)" >&2
   # Never let playwright fetch a browser: the tests use Debian's.
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$root/tests/browser" --no-audit --no-fund >/dev/null
 }

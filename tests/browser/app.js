@@ -72,6 +72,8 @@ function readMessage(bytes) {
     const number = key >> 3;
     const wire = key & 7;
     if (wire === 0) fields.push({ number, value: readVarint() });
+    else if (wire === 1) i += 8;
+    else if (wire === 5) i += 4;
     else if (wire === 2) {
       const len = Number(readVarint());
       fields.push({ number, bytes: bytes.subarray(i, i + len) });
@@ -132,6 +134,49 @@ async function getMe() {
   return { subject: text(get(1)), projectId: text(get(3)) };
 }
 
+// The names in a list answer: `repeated <message> = 1`, each with `string name = 2`
+// (ListPipeds' pipeds, ListApplications' applications), sorted for a stable page.
+async function listNames(method) {
+  const list = await call(method, []);
+  return list.fields
+    .filter((f) => f.number === 1)
+    .map((f) => text(readMessage(f.bytes).find((g) => g.number === 2)))
+    .sort();
+}
+
+const DEPLOYMENT_STATUS = [
+  "PENDING",
+  "PLANNED",
+  "RUNNING",
+  "ROLLING_BACK",
+  "SUCCESS",
+  "FAILURE",
+  "CANCELLED",
+];
+
+// GetDeployment: the application's name (3) and the status (30), as the console shows it.
+async function getDeployment(deploymentId) {
+  const answer = await call("GetDeployment", stringField(1, deploymentId));
+  const deployment = readMessage(answer.fields.find((f) => f.number === 1).bytes);
+  const status = deployment.find((f) => f.number === 30);
+  return {
+    applicationName: text(deployment.find((f) => f.number === 3)),
+    status: DEPLOYMENT_STATUS[status ? Number(status.value) : 0],
+  };
+}
+
+// Text in CJK scripts, in a box of a fixed width that the screenshot comparison masks:
+// whether the machine has a CJK font changes its glyphs (boxes without one) and widths,
+// and must not move the rest of the page. Its text is still in the page's visible text.
+const cjk = (s) =>
+  `<span class="dynamic cjk" style="display:inline-block;width:${[...s].length + 1}em;` +
+  `overflow:hidden;vertical-align:bottom">${s}</span>`;
+const TEXT_HTML = TEXT.replace("日本語", cjk("日本語"));
+
+const escape = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;");
+const list = (id, names) =>
+  `<ul id="${id}">${names.map((n) => `<li>${escape(n)}</li>`).join("")}</ul>`;
+
 async function getStageLog(deploymentId, stageId) {
   const request = [...stringField(1, deploymentId), ...stringField(2, stageId)];
   const log = await call("GetStageLog", request);
@@ -175,11 +220,14 @@ function loginPage() {
     .find((c) => c.startsWith("error="));
   app().innerHTML = `
     <h1>Wisp test console</h1>
-    <p id="utf8">${TEXT}</p>
+    <p id="utf8">${TEXT_HTML}</p>
     <form id="login-form" method="post" action="/auth/login/static">
-      <input id="project" name="project" value="${params.get("project") || ""}">
-      <input id="username" name="username" placeholder="username">
-      <input id="password" name="password" type="password">
+      <p><label for="project">Project</label>
+        <input id="project" name="project" value="${params.get("project") || ""}"></p>
+      <p><label for="username">Username</label>
+        <input id="username" name="username" placeholder="username"></p>
+      <p><label for="password">Password</label>
+        <input id="password" name="password" type="password"></p>
       <button id="login" type="submit">Log in</button>
     </form>
     <p id="login-error">${error ? decodeURIComponent(error.slice(6)) : ""}</p>`;
@@ -189,7 +237,11 @@ function loginPage() {
 async function homePage() {
   try {
     result.me = await getMe();
-    app().innerHTML = `<h1>Signed in as ${result.me.subject}</h1><p>${TEXT}</p>`;
+    result.pipeds = await listNames("ListPipeds");
+    result.applications = await listNames("ListApplications");
+    app().innerHTML = `<h1>Signed in as ${escape(result.me.subject)}</h1><p>${TEXT_HTML}</p>
+      <h2>Pipeds</h2>${list("pipeds", result.pipeds)}
+      <h2>Applications</h2>${list("applications", result.applications)}`;
     finish("done");
   } catch (e) {
     fail("home", e);
@@ -202,15 +254,21 @@ async function deploymentPage() {
     const chunk = await loadChunk("__CHUNK_URL__");
     result.chunk = chunk;
     result.me = await getMe();
+    result.deployment = await getDeployment(params.get("deployment"));
     result.stageLog = await getStageLog(params.get("deployment"), params.get("stage"));
     const log = result.stageLog;
+    // The bytes on the wire depend on the path (compressed or not): a dynamic region
+    // the screenshot comparison masks.
     app().innerHTML = `
-      <h1>${result.me.subject} @ ${result.me.projectId}</h1>
-      <p id="utf8">${TEXT}</p>
-      <p id="chunk">${chunk.text} (${chunk.bytes} bytes of chunk)</p>
+      <h1>${escape(result.me.subject)} @ ${escape(result.me.projectId)}</h1>
+      <p id="deployment">${escape(result.deployment.applicationName)}:
+        <strong>${result.deployment.status}</strong></p>
+      <p id="utf8">${TEXT_HTML}</p>
+      <p id="chunk">${cjk(chunk.text)} (${chunk.bytes} bytes of chunk)</p>
       <p id="stage-log">${log.blocks} log blocks, ${log.logBytes} bytes,
-        completed ${log.completed}, ${log.wireBytes} bytes on the wire</p>
-      <pre>${log.first.replace(/</g, "&lt;")}</pre>`;
+        completed ${log.completed}</p>
+      <p class="dynamic" id="wire">${log.wireBytes} bytes on the wire</p>
+      <pre>${escape(log.first)}</pre>`;
     finish("done");
   } catch (e) {
     fail("deployment page", e);

@@ -13,6 +13,11 @@
 //! /usr/bin/chromium); `scripts/test` installs them and sets
 //! `WISP_REQUIRE_BROWSER_TESTS=1`, which turns a missing piece into a failure instead of
 //! a skip. The first render of each page is printed (a benchmark figure, not asserted).
+//!
+//! What the user sees is asserted: the visible text of each page (the login form's
+//! labels, the pipeds and applications, the deployment's status), and on `wisp serve` the
+//! screenshots of the login and deployment pages, compared with the references in
+//! `tests/browser/reference/` within a tolerance (tests/README.md, "Screenshots").
 
 use crate::support;
 
@@ -132,6 +137,8 @@ async fn deployment_with_a_large_log(wisp: &Wisp, via: Via) -> (String, Vec<mode
     let mut client = wisp.piped_client(via, &piped).await;
     report_meta(&mut client).await;
     let app = wisp.add_app(&piped, "web", &[]);
+    // A second application for the home page's list.
+    wisp.add_app(&piped, "api", &[]);
     let mut dep = fixtures::deployment(&piped, "dep-browser", &app, "web");
     let mut stage = fixtures::stage("build", "K8S_SYNC", 0, &[]);
     stage.status = StageStatus::StageSuccess as i32;
@@ -175,15 +182,33 @@ async fn deployment_with_a_large_log(wisp: &Wisp, via: Via) -> (String, Vec<mode
     ("dep-browser".into(), blocks)
 }
 
-/// Runs the browser driver against `url`; what it printed.
+/// The reference screenshots of the login and deployment pages.
+fn reference_dir() -> PathBuf {
+    browser_dir().join("reference")
+}
+
+/// Where the shots compared with the references (and their diff images) go, for a person
+/// to look at.
+fn shots_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser")
+}
+
+/// `WISP_UPDATE_SCREENSHOTS=1` makes this run's shots the new references.
+fn updating_references() -> bool {
+    std::env::var("WISP_UPDATE_SCREENSHOTS").as_deref() == Ok("1")
+}
+
+/// Runs the browser driver against `url`; what it printed. With `compare`, the login
+/// and deployment pages are also shot and compared with the references.
 async fn drive_browser(
     url: &str,
     username: &str,
     password: &str,
     deployment: &str,
     screenshot: &Path,
+    compare: bool,
 ) -> serde_json::Value {
-    let args = serde_json::json!({
+    let mut args = serde_json::json!({
         "url": url,
         "project": QUICKSTART,
         "username": username,
@@ -191,6 +216,13 @@ async fn drive_browser(
         "query": format!("?deployment={deployment}&stage=build"),
         "screenshot": screenshot,
     });
+    if compare {
+        args["compare"] = serde_json::json!({
+            "dir": reference_dir(),
+            "out": shots_dir(),
+            "update": updating_references(),
+        });
+    }
     let child = tokio::process::Command::new("node")
         .arg(browser_dir().join("console.mjs"))
         .arg(args.to_string())
@@ -237,6 +269,7 @@ fn assert_console_worked(
         );
     }
     assert_eq!(out["home"]["me"]["subject"], username, "{label}: {pretty}");
+    assert_visible_text(out, username, label);
     // The page and both scripts said UTF-8, wherever they came from.
     let types = out["contentTypes"].as_object().cloned().unwrap_or_default();
     for file in ["login", "index.3f2a9c1b7.js", "27.0d4e8a6f2.chunk.js"] {
@@ -280,6 +313,123 @@ fn assert_console_worked(
     );
 }
 
+/// The visible lines of a page's text (`innerText` of the body: what the user sees,
+/// hidden elements left out), trimmed, empty ones dropped.
+fn visible_lines(out: &serde_json::Value, page: &str) -> Vec<String> {
+    out[page]["visibleText"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// What the user sees on each page: the login form's labels, the signed-in user, the
+/// pipeds and applications, the deployment's application and status, the stage log.
+fn assert_visible_text(out: &serde_json::Value, username: &str, label: &str) {
+    const UTF8_HTML: &str = "Déjà vu ✓";
+    const UTF8_SCRIPT: &str = "Déploiement réussi ✓ — 日本語";
+    let login = visible_lines(out, "login");
+    assert_eq!(
+        login,
+        [
+            UTF8_HTML,
+            "Wisp test console",
+            UTF8_SCRIPT,
+            "Project",
+            "Username",
+            "Password",
+            "Log in",
+        ],
+        "{label}: the login page"
+    );
+    let home = visible_lines(out, "home");
+    assert_eq!(
+        home,
+        [
+            UTF8_HTML.to_string(),
+            format!("Signed in as {username}"),
+            UTF8_SCRIPT.into(),
+            "Pipeds".into(),
+            "browser".into(),
+            "Applications".into(),
+            "api".into(),
+            "web".into(),
+        ],
+        "{label}: the home page"
+    );
+    let page = visible_lines(out, "page");
+    let wire = page
+        .iter()
+        .find(|l| l.ends_with("bytes on the wire"))
+        .cloned()
+        .unwrap_or_default();
+    let wire_bytes: u64 = wire
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_default();
+    assert!(wire_bytes > 100_000, "{label}: {wire:?}");
+    let log_bytes = out["page"]["stageLog"]["logBytes"]
+        .as_u64()
+        .unwrap_or_default();
+    let chunk_bytes = out["page"]["chunk"]["bytes"].as_u64().unwrap_or_default();
+    assert_eq!(
+        page,
+        [
+            UTF8_HTML.to_string(),
+            format!("{username} @ {QUICKSTART}"),
+            "web: RUNNING".into(),
+            UTF8_SCRIPT.into(),
+            format!("チャンク読み込み完了 ✓ ({chunk_bytes} bytes of chunk)"),
+            format!("12000 log blocks, {log_bytes} bytes, completed true"),
+            wire.clone(),
+            "2026-11-23T10:00:00Z step 0: kubectl apply -f manifests/web-0.yaml => \
+             deployment.apps/web-0 configured (replicas 0/5)"
+                .into(),
+        ],
+        "{label}: the deployment page"
+    );
+}
+
+/// Fails unless the login and deployment pages look as their references do (within
+/// pixelmatch's tolerance); with `WISP_UPDATE_SCREENSHOTS=1` the shots became the
+/// references.
+fn assert_screenshots_match(out: &serde_json::Value) {
+    /// At most this share of the pixels may differ (beyond pixelmatch's per-pixel
+    /// threshold and its anti-aliasing detection), so font hinting passes.
+    const MAX_DIFFERENT: f64 = 0.005;
+    /// At most this many in any 32x32 square (of 1,024): a word set in bold, a changed
+    /// colour or a moved line gathers hundreds in one place.
+    const MAX_IN_A_WINDOW: u64 = 40;
+    for page in ["login", "deployment"] {
+        let shot = &out["screenshots"][page];
+        let reference = reference_dir().join(format!("{page}.png"));
+        if shot["updated"] == true {
+            println!("{page}: the reference is now {}", reference.display());
+            continue;
+        }
+        let ratio = shot["ratio"].as_f64().unwrap_or_else(|| {
+            panic!("{page}: no comparison ({shot}); WISP_UPDATE_SCREENSHOTS=1 makes the references")
+        });
+        let most = shot["mostInAWindow"].as_u64().unwrap_or(u64::MAX);
+        println!(
+            "{page}: {} of {}x{} pixels differ from the reference, at most {most} in a \
+             {}x{} square",
+            shot["differentPixels"], shot["width"], shot["height"], shot["window"], shot["window"]
+        );
+        assert!(
+            ratio <= MAX_DIFFERENT && most <= MAX_IN_A_WINDOW,
+            "{page}: {ratio:.5} of the pixels differ from {} (at most {MAX_DIFFERENT}), \
+             {most} in one square (at most {MAX_IN_A_WINDOW}); see {} and, after a \
+             deliberate change, WISP_UPDATE_SCREENSHOTS=1",
+            reference.display(),
+            shots_dir().join(format!("{page}.diff.png")).display()
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn console_in_a_browser_on_wisp_serve() {
     if browser_available("console_in_a_browser_on_wisp_serve").is_none() {
@@ -290,8 +440,17 @@ async fn console_in_a_browser_on_wisp_serve() {
     let (deployment, blocks) = deployment_with_a_large_log(&wisp, Via::Grpc).await;
     let shot = wisp.data_dir().join("console-serve.png");
     let url = format!("http://localhost:{}", wisp.addr().port());
-    let out = drive_browser(&url, "hello-pipecd", "hello-pipecd", &deployment, &shot).await;
+    let out = drive_browser(
+        &url,
+        "hello-pipecd",
+        "hello-pipecd",
+        &deployment,
+        &shot,
+        true,
+    )
+    .await;
     assert_console_worked(&out, "hello-pipecd", &blocks, "wisp serve");
+    assert_screenshots_match(&out);
     keep_screenshot(&shot, "console-serve.png");
 }
 
@@ -318,7 +477,7 @@ async fn console_in_a_browser_through_alb_and_lambda() {
     let (username, password) = front.admin.clone().expect("the static admin");
     let shot = wisp.data_dir().join("console-lambda.png");
     let url = format!("http://localhost:{}", wisp.addr().port());
-    let out = drive_browser(&url, &username, &password, &deployment, &shot).await;
+    let out = drive_browser(&url, &username, &password, &deployment, &shot, false).await;
     if out["errors"] != serde_json::json!([]) {
         eprintln!("the http function's log:\n{}", front.log_text("wisp-http"));
     }
@@ -337,7 +496,7 @@ async fn console_in_a_browser_through_alb_and_lambda() {
 
 /// Copies a screenshot to `target/browser/` for a person to look at.
 fn keep_screenshot(shot: &Path, name: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser");
+    let dir = shots_dir();
     if std::fs::create_dir_all(&dir).is_ok() {
         let _ = std::fs::copy(shot, dir.join(name));
     }

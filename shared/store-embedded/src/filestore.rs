@@ -80,7 +80,7 @@ impl LocalFilestore {
         &self.root
     }
 
-    /// The in-process half of `path`'s lock, and its shard (whose lock file [`run`]
+    /// The in-process half of `path`'s lock, and its shard (whose lock file [`Self::run`]
     /// locks across processes).
     async fn lock(&self, path: &str) -> (OwnedMutexGuard<()>, usize) {
         let mut hasher = DefaultHasher::new();

@@ -40,6 +40,10 @@ pub const MESSAGE_COST: usize = 960;
 /// allocator gives its contents (32 bytes). A one-byte element is 3 bytes on the wire
 /// and about 100 in memory; a test decodes the worst shapes and checks them.
 pub const VALUE_COST: usize = 112;
+/// The same for the first occurrence of a field in a message (a singular field, or the
+/// first element of a repeated one): a message's own size, a string's heap block.
+pub const SINGULAR_MESSAGE_COST: usize = MESSAGE_COST / 3;
+pub const SINGULAR_VALUE_COST: usize = 32;
 /// Estimated memory of all requests being decoded at once, per process (`wisp serve`).
 pub const DECODE_BUDGET_BYTES: usize = 96 * 1024 * 1024;
 /// On Lambda, the budget is this fraction of the function's memory
@@ -646,11 +650,28 @@ struct Cost {
 fn nested_cost(buf: &[u8], depth: usize, cost: &mut Cost) -> Option<()> {
     let mut mine = *cost;
     let mut rest = buf;
+    // Field numbers seen in this message: a field that comes again is repeated, and its
+    // elements cost their place in a `Vec`; the first occurrence costs what a singular
+    // field does (its struct's room is in the parent's MESSAGE_COST).
+    let mut seen_low = 0u64;
+    let mut seen_high: Vec<u64> = Vec::new();
     while !rest.is_empty() {
         let (key, after) = varint(rest)?;
         if key >> 3 == 0 {
             return None;
         }
+        let number = key >> 3;
+        let repeated = if number < 64 {
+            let bit = 1u64 << number;
+            let again = seen_low & bit != 0;
+            seen_low |= bit;
+            again
+        } else if seen_high.contains(&number) {
+            true
+        } else {
+            seen_high.push(number);
+            false
+        };
         rest = match key & 7 {
             0 => varint(after)?.1,
             1 => after.get(8..)?,
@@ -661,10 +682,15 @@ fn nested_cost(buf: &[u8], depth: usize, cost: &mut Cost) -> Option<()> {
                 let (value, after) = after.split_at(len);
                 // Decoded as a message or as a string or bytes: whichever costs more.
                 let mut inner = Cost::default();
+                let (message_cost, value_cost) = if repeated {
+                    (MESSAGE_COST, VALUE_COST)
+                } else {
+                    (SINGULAR_MESSAGE_COST, SINGULAR_VALUE_COST)
+                };
                 let as_message = (depth < MAX_DEPTH
                     && nested_cost(value, depth + 1, &mut inner).is_some())
-                .then_some(inner.total.saturating_add(MESSAGE_COST));
-                let as_value = VALUE_COST.saturating_add(len);
+                .then_some(inner.total.saturating_add(message_cost));
+                let as_value = value_cost.saturating_add(len);
                 mine.total = mine
                     .total
                     .saturating_add(as_message.map_or(as_value, |m| m.max(as_value)));
@@ -858,7 +884,7 @@ mod tests {
         let strings = b"\x0a\x05hello\x12\x05world";
         assert_eq!(
             decoded_size_estimate(strings),
-            strings.len() + MESSAGE_COST + 2 * VALUE_COST + 10 + 5
+            strings.len() + MESSAGE_COST + 2 * SINGULAR_VALUE_COST + 10 + 5
         );
         // One-byte elements of a repeated string (issue 33: charged 3 bytes, decoded to
         // about 60).

@@ -15,7 +15,7 @@ use tonic::transport::Server;
 use tonic_web::GrpcWebLayer;
 use wisp_app::{App, ConsoleOptions, KeySource};
 use wisp_transport::EdgeLayer;
-use wisp_transport::load::{DEFAULT_MAX_IN_FLIGHT, InFlightLayer, InFlightLimit};
+use wisp_transport::load::{DEFAULT_MAX_IN_FLIGHT, InFlightLimit};
 
 use super::signals::Signals;
 use super::stores::StoreArgs;
@@ -80,9 +80,11 @@ pub struct ServeArgs {
     /// Most client connections open at once; at the cap new ones wait until one closes.
     #[arg(long, env = "WISP_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-    /// Most calls worked on at once. Past it, calls wait in a line four times as long for
-    /// at most 2 s, then get UNAVAILABLE (which pipeds retry) instead of slowing every
-    /// call down until all of them time out.
+    /// Most calls worked on at once (counted from when a call's request is read). Past
+    /// it, calls wait in a line four times as long for at most 2 s, then get UNAVAILABLE
+    /// (which pipeds retry) instead of slowing every call down until all of them time
+    /// out. One piped, API key or console user may have a quarter of them, one project
+    /// half.
     #[arg(long, env = "WISP_MAX_IN_FLIGHT", default_value_t = DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: usize,
     /// Where to serve `/metrics` (Prometheus text) and `/version`; `off` for nowhere.
@@ -90,9 +92,10 @@ pub struct ServeArgs {
     /// [default: 127.0.0.1:9085; if that port is taken, the server runs without it]
     #[arg(long, env = "WISP_ADMIN_ADDR")]
     pub admin_addr: Option<String>,
-    /// Close a client connection after this long without a byte from the client (a live
-    /// client sends its next call or answers the server's HTTP/2 pings every 30 s). A new
-    /// connection must send within 30 s (or this, if shorter).
+    /// Close a client connection after this long without a request (none in flight and
+    /// none started; answering the server's HTTP/2 pings does not count). A new
+    /// connection must send within 30 s (or this, if shorter). At --max-connections, a
+    /// connection that never sent an authenticated request is closed to make room.
     #[arg(
         long,
         env = "WISP_IDLE_TIMEOUT",
@@ -222,6 +225,9 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     app.log_ready("wisp serve");
     tracing::info!(addr = %local, "wisp serve ready");
 
+    // Each service's gate takes a turn once the caller is authenticated and the body
+    // read, within the caller's share (see wisp_transport::load).
+    InFlightLimit::new(args.max_in_flight).install();
     let incoming = super::listen::limited(listener, args.max_connections, args.idle_timeout);
     let server = Server::builder()
         .accept_http1(true)
@@ -233,11 +239,10 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .timeout(args.request_timeout)
         .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         .concurrency_limit_per_connection(MAX_STREAMS_PER_CONNECTION as usize)
+        .layer(super::listen::ConnectionLayer)
         .layer(EdgeLayer)
         .layer(wisp_console::ConsoleLayer::new(Arc::new(console)))
         .layer(GrpcWebLayer::new())
-        // Inside gRPC-web, so that a call turned away gets a status its client reads.
-        .layer(InFlightLayer::new(InFlightLimit::new(args.max_in_flight)))
         .add_service(app.piped_grpc().into_server())
         .add_service(app.api_grpc().into_server())
         .add_service(web_grpc.into_server())

@@ -10,10 +10,13 @@
 //!   the match.
 //! * One slow check per credential id at a time: concurrent first calls of a piped share
 //!   one check; the others find the result remembered.
-//! * At most [`HashPolicy::failures_per_id`] failed slow checks per id per
-//!   [`HashPolicy::failure_window`]; past it, new keys for the id are refused without a
-//!   check. A key already remembered still works, so a flood aimed at a piped's id does
-//!   not lock the piped out.
+//! * At most [`HashPolicy::failures_per_id`] failed slow checks per id and source address
+//!   (an IPv6 address's /64) per [`HashPolicy::failure_window`]; past it, new keys for the
+//!   id from that source are refused without a check. A key already remembered still
+//!   works, and the budget is per source, so a flood aimed at a piped's id from elsewhere
+//!   locks out neither the piped's remembered key nor its first check of an imported
+//!   bcrypt key. (Without a known source, the budget is the id's.) What all sources
+//!   together cost is bounded by the slots below.
 //! * At most [`HashPolicy::slots`] slow checks run at once in the process, and at most
 //!   [`HashPolicy::max_waiting`] wait for a slot, each for at most
 //!   [`HashPolicy::max_wait`]. Past that a caller gets UNAVAILABLE at once, which pipeds
@@ -24,6 +27,7 @@
 //!   it instead of paying again.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,8 +103,16 @@ struct Outcomes {
 }
 
 impl Outcomes {
-    /// Compares `secret` with each of `hashes` (the CPU work) and records what it found.
-    fn compare(&self, id: &str, secret: &str, digest: [u8; 32], hashes: &[String]) -> Check {
+    /// Compares `secret` with each of `hashes` (the CPU work) and records what it found
+    /// (a failure under `failure_key`).
+    fn compare(
+        &self,
+        id: &str,
+        failure_key: &str,
+        secret: &str,
+        digest: [u8; 32],
+        hashes: &[String],
+    ) -> Check {
         let mut compared = 0u64;
         let found = hashes.iter().find(|hash| {
             compared += 1;
@@ -114,8 +126,12 @@ impl Outcomes {
                 Check::Matched(Some(hash.clone()))
             }
             None => {
-                let failed = self.failures.get(id).unwrap_or(0).saturating_add(1);
-                self.failures.insert(id.to_owned(), failed);
+                let failed = self
+                    .failures
+                    .get(failure_key)
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                self.failures.insert(failure_key.to_owned(), failed);
                 Check::NoMatch
             }
         }
@@ -154,7 +170,9 @@ impl HashGuard {
     pub(crate) fn forget(&self, id: &str) {
         let outcomes = &self.outcomes;
         outcomes.matched.remove_where(|(key_id, _), _| key_id == id);
-        outcomes.failures.remove_where(|key_id, _| key_id == id);
+        outcomes
+            .failures
+            .remove_where(|key, _| key == id || key.split('\n').next() == Some(id));
     }
 
     pub(crate) fn clear(&self) {
@@ -175,20 +193,23 @@ impl HashGuard {
             .cloned()
     }
 
-    fn over_budget(&self, id: &str) -> bool {
+    fn over_budget(&self, failure_key: &str) -> bool {
         self.outcomes
             .failures
-            .get(id)
+            .get(failure_key)
             .is_some_and(|n| n >= self.policy.failures_per_id)
     }
 
-    /// Whether `secret` matches one of `hashes`, the stored hashes of credential `id`.
+    /// Whether `secret`, sent from `source` if known, matches one of `hashes`, the stored
+    /// hashes of credential `id`.
     pub(crate) async fn check(
         &self,
         id: &str,
         secret: &str,
         hashes: &[String],
+        source: Option<IpAddr>,
     ) -> Result<Check, AuthError> {
+        let failure_key = failure_key(id, source);
         // Generated keys' hashes cost microseconds: checked at once, no bounds needed.
         let (fast, slow): (Vec<&String>, Vec<&String>) =
             hashes.iter().partition(|h| !is_slow_hash(h));
@@ -204,7 +225,7 @@ impl HashGuard {
         if let Some(hash) = self.remembered(id, &digest, hashes) {
             return Ok(Check::Matched(Some(hash)));
         }
-        if self.over_budget(id) {
+        if self.over_budget(&failure_key) {
             return Ok(Check::TooManyFailures);
         }
 
@@ -218,7 +239,7 @@ impl HashGuard {
             id,
             lock,
         };
-        self.check_in_turn(entry.lock.clone(), id, secret, digest, hashes)
+        self.check_in_turn(entry.lock.clone(), id, &failure_key, secret, digest, hashes)
             .await
     }
 
@@ -226,6 +247,7 @@ impl HashGuard {
         &self,
         lock: Arc<tokio::sync::Mutex<()>>,
         id: &str,
+        failure_key: &str,
         secret: &str,
         digest: [u8; 32],
         hashes: &[String],
@@ -234,14 +256,15 @@ impl HashGuard {
         if let Some(hash) = self.remembered(id, &digest, hashes) {
             return Ok(Check::Matched(Some(hash)));
         }
-        if self.over_budget(id) {
+        if self.over_budget(failure_key) {
             return Ok(Check::TooManyFailures);
         }
         let slot = self.wait(self.slots.clone().acquire_owned()).await?;
         let slot = slot.map_err(|_| busy())?;
-        let (outcomes, id, secret, hashes) = (
+        let (outcomes, id, failure_key, secret, hashes) = (
             self.outcomes.clone(),
             id.to_owned(),
+            failure_key.to_owned(),
             secret.to_owned(),
             hashes.to_vec(),
         );
@@ -249,7 +272,7 @@ impl HashGuard {
         // work ends, even if the caller has gone away meanwhile.
         let work = tokio::task::spawn_blocking(move || {
             let _held = (turn, slot);
-            outcomes.compare(&id, &secret, digest, &hashes)
+            outcomes.compare(&id, &failure_key, &secret, digest, &hashes)
         });
         work.await.map_err(|_| busy())
     }
@@ -260,6 +283,19 @@ impl HashGuard {
         tokio::time::timeout(self.policy.max_wait, turn)
             .await
             .map_err(|_| busy())
+    }
+}
+
+/// What failures are counted under: the id, and the source when known (an IPv6
+/// address's /64, which one host can change at will).
+fn failure_key(id: &str, source: Option<IpAddr>) -> String {
+    match source {
+        None => id.to_owned(),
+        Some(IpAddr::V4(v4)) => format!("{id}\n{v4}"),
+        Some(IpAddr::V6(v6)) => {
+            let [a, b, c, d, ..] = v6.segments();
+            format!("{id}\n{a:x}:{b:x}:{c:x}:{d:x}::/64")
+        }
     }
 }
 

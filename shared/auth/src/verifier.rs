@@ -274,11 +274,25 @@ impl<S: PipedKeySource> PipedVerifier<S> {
     /// Verifies `token`. Rejections are `AuthError::Unauthenticated(reason)`; a failing
     /// source is `AuthError::Unavailable`.
     pub async fn verify(&self, token: &PipedToken) -> Result<PipedCaller, AuthError> {
-        counted("piped", self.verify_uncounted(token).await)
+        self.verify_from(token, None).await
+    }
+
+    /// [`Self::verify`] for a call from `source` (the client's address, when known): a
+    /// key's failed slow checks are counted per id and source.
+    pub async fn verify_from(
+        &self,
+        token: &PipedToken,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<PipedCaller, AuthError> {
+        counted("piped", self.verify_uncounted(token, source).await)
     }
 
     /// [`Self::verify`], with whether the answer came from the verified cache.
-    async fn verify_uncounted(&self, token: &PipedToken) -> Result<(PipedCaller, bool), AuthError> {
+    async fn verify_uncounted(
+        &self,
+        token: &PipedToken,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<(PipedCaller, bool), AuthError> {
         let cache_key = PipedCacheKey::new(token);
         if let Some((caller, verified_at)) = self.verified.get(&cache_key) {
             if !self
@@ -331,7 +345,7 @@ impl<S: PipedKeySource> PipedVerifier<S> {
         }
         match self
             .hashing
-            .check(piped_id, token.piped_key(), &piped.key_hashes)
+            .check(piped_id, token.piped_key(), &piped.key_hashes, source)
             .await?
         {
             Check::Matched(None) => {}
@@ -522,13 +536,24 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
     }
 
     pub async fn verify(&self, credential: &ApiKeyCredential) -> Result<ApiKeyCaller, AuthError> {
-        counted("api_key", self.verify_uncounted(credential).await)
+        self.verify_from(credential, None).await
+    }
+
+    /// [`Self::verify`] for a call from `source` (the client's address, when known): a
+    /// key's failed slow checks are counted per id and source.
+    pub async fn verify_from(
+        &self,
+        credential: &ApiKeyCredential,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<ApiKeyCaller, AuthError> {
+        counted("api_key", self.verify_uncounted(credential, source).await)
     }
 
     /// [`Self::verify`], with whether the answer came from the verified cache.
     async fn verify_uncounted(
         &self,
         credential: &ApiKeyCredential,
+        source: Option<std::net::IpAddr>,
     ) -> Result<(ApiKeyCaller, bool), AuthError> {
         let cache_key = ApiKeyCacheKey {
             id: credential.id.clone(),
@@ -567,7 +592,12 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
         }
         match self
             .hashing
-            .check(id, credential.key(), std::slice::from_ref(&info.key_hash))
+            .check(
+                id,
+                credential.key(),
+                std::slice::from_ref(&info.key_hash),
+                source,
+            )
             .await?
         {
             Check::Matched(None) => {}

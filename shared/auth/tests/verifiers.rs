@@ -489,6 +489,43 @@ async fn a_flood_of_wrong_keys_for_one_id_is_bounded() {
     assert_eq!(v.bcrypt_verifications(), 5);
 }
 
+/// An imported bcrypt key that has not been checked yet cannot be locked out by a
+/// stranger who knows the piped id: failures are counted per source, so the flood from
+/// one address spends that address's budget, and the real key from the piped's address
+/// is still checked (issue 33).
+#[tokio::test]
+async fn a_flood_from_elsewhere_does_not_lock_out_the_real_key() {
+    let src = fixture();
+    let policy = CachePolicy::default().hashing(HashPolicy {
+        failures_per_id: 3,
+        ..HashPolicy::default()
+    });
+    let v = PipedVerifier::with_policy(src.clone(), policy);
+    let stranger = Some("203.0.113.7".parse().unwrap());
+    let piped_host = Some("198.51.100.2".parse().unwrap());
+    for i in 0..20 {
+        let _ = v
+            .verify_from(
+                &token("project-1", "piped-1-1", &format!("guess-{i}")),
+                stranger,
+            )
+            .await;
+    }
+    assert_eq!(v.bcrypt_verifications(), 3);
+    // The stranger is refused unchecked from then on.
+    assert!(matches!(
+        reason(
+            v.verify_from(&token("project-1", "piped-1-1", "guess-x"), stranger)
+                .await
+        ),
+        Reason::TooManyFailures { .. }
+    ));
+    // The real key, first seen now, from the piped's own address: checked and accepted.
+    let real = token("project-1", "piped-1-1", "piped-key-1-1");
+    assert!(v.verify_from(&real, piped_host).await.is_ok());
+    assert_eq!(v.bcrypt_verifications(), 4);
+}
+
 /// A piped's first calls arriving together share one bcrypt.
 #[tokio::test]
 async fn concurrent_first_calls_share_one_check() {

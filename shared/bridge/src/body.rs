@@ -28,6 +28,11 @@ impl GrpcBody {
             trailers,
         }
     }
+
+    /// A trailer of the response, before the body is sent.
+    pub fn trailer(&self, name: &str) -> Option<&http::HeaderValue> {
+        self.trailers.as_ref().and_then(|t| t.get(name))
+    }
 }
 
 impl http_body::Body for GrpcBody {

@@ -1,12 +1,20 @@
-//! A client connection that is closed when the client sends nothing for too long: the
-//! first bytes within `first`, then some bytes at least every `idle`. Reading is what
-//! counts: a live HTTP/2 client answers the server's keep-alive pings, an HTTP/1.1 client
-//! sends its next request; a connection opened and left silent only holds a place.
-//! Used by `wisp bridge` and `wisp serve`.
+//! A client connection that is closed when the client does nothing for too long: the
+//! first bytes within `first`, then, with an [`Activity`], a request at least every
+//! `idle` (idle means no request in flight and none started: answering the server's
+//! HTTP/2 pings does not count, or a client could hold a place forever); without one,
+//! some bytes at least every `idle`.
+//!
+//! [`Places`] bounds the connections open at once. At the cap, the oldest connection
+//! that has not yet sent an authenticated request is closed to make room, so that
+//! connections opened and left unauthenticated cannot fill the cap and keep pipeds and
+//! browsers out. Used by `wisp bridge` and `wisp serve`.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -17,12 +25,211 @@ pub const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an open connection may stay silent (`wisp serve --idle-timeout`).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
-/// `io` with a read deadline that each received byte pushes back.
+/// What one connection's requests are doing: shared by its IO ([`IdleTimeout`]), which
+/// closes it when idle, and the service that answers its requests, which marks their
+/// start and end ([`Activity::request`]) and whether one was authenticated.
+#[derive(Debug)]
+pub struct Activity {
+    epoch: Instant,
+    in_flight: AtomicUsize,
+    /// When the last request started or ended, in ms since `epoch`.
+    last_ms: AtomicU64,
+    trusted: AtomicBool,
+    closed: AtomicBool,
+    /// The connection's task, woken to close it.
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Activity {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Activity {
+            epoch: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_ms: AtomicU64::new(0),
+            trusted: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            waker: Mutex::new(None),
+        })
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.fetch_max(ms, Ordering::AcqRel);
+    }
+
+    /// A request of this connection, in flight until the guard is dropped.
+    pub fn request(self: &Arc<Self>) -> InRequest {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        InRequest(self.clone())
+    }
+
+    /// The connection has sent an authenticated request: it keeps its place at the cap.
+    pub fn trust(&self) {
+        self.trusted.store(true, Ordering::Release);
+    }
+
+    pub fn is_trusted(&self) -> bool {
+        self.trusted.load(Ordering::Acquire)
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Closes the connection (its next read fails).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn register(&self, waker: &Waker) {
+        let mut slot = self.waker.lock().unwrap_or_else(|e| e.into_inner());
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
+
+    /// When the connection has been idle for `idle`; `None` while a request is in flight.
+    fn idle_deadline(&self, idle: Duration) -> Option<Instant> {
+        if self.in_flight() > 0 {
+            return None;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Acquire));
+        Some(self.epoch + last + idle)
+    }
+}
+
+/// One request in flight on its connection; ends when dropped.
+#[derive(Debug)]
+pub struct InRequest(Arc<Activity>);
+
+impl Drop for InRequest {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// At most `max` connections open at once, those that never authenticated closed first
+/// to make room.
+#[derive(Debug)]
+pub struct Places {
+    max: usize,
+    inner: Mutex<PlacesInner>,
+    freed: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct PlacesInner {
+    open: usize,
+    next: u64,
+    /// Open connections in the order they were accepted (trusted ones are skipped and
+    /// dropped from here when found).
+    candidates: BTreeMap<u64, Weak<Activity>>,
+}
+
+impl Places {
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(Places {
+            max: max.max(1),
+            inner: Mutex::default(),
+            freed: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PlacesInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.lock().open
+    }
+
+    /// A place for a new connection, whose requests `activity` follows. Under the cap at
+    /// once; at the cap, the oldest connection that has not authenticated (one without a
+    /// request in flight first) is closed and its place taken when it is gone; when every
+    /// connection has authenticated, waits for one to close.
+    pub async fn take(self: &Arc<Self>, activity: &Arc<Activity>) -> Place {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut inner = self.lock();
+                if inner.open < self.max {
+                    inner.open += 1;
+                    let id = inner.next;
+                    inner.next += 1;
+                    inner.candidates.insert(id, Arc::downgrade(activity));
+                    return Place {
+                        places: self.clone(),
+                        id,
+                    };
+                }
+                evict_one(&mut inner);
+            }
+            freed.await;
+        }
+    }
+}
+
+/// Closes the connection that has waited longest without authenticating, preferring one
+/// with no request in flight; closed, gone and trusted connections leave the list.
+fn evict_one(inner: &mut PlacesInner) {
+    inner.candidates.retain(|_, weak| {
+        weak.upgrade()
+            .is_some_and(|a| !a.is_trusted() && !a.is_closed())
+    });
+    let pick = |idle_only: bool| {
+        inner
+            .candidates
+            .iter()
+            .filter_map(|(id, weak)| weak.upgrade().map(|a| (*id, a)))
+            .find(|(_, a)| !idle_only || a.in_flight() == 0)
+    };
+    if let Some((id, activity)) = pick(true).or_else(|| pick(false)) {
+        tracing::debug!("connection cap reached: closing a connection that never authenticated");
+        activity.close();
+        inner.candidates.remove(&id);
+    }
+}
+
+/// A connection's place under the cap, given back when dropped.
+#[derive(Debug)]
+pub struct Place {
+    places: Arc<Places>,
+    id: u64,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        {
+            let mut inner = self.places.lock();
+            inner.open -= 1;
+            inner.candidates.remove(&self.id);
+        }
+        self.places.freed.notify_one();
+    }
+}
+
+/// `io` with a read deadline: with an [`Activity`], the first bytes within `first` and
+/// then a request at least every `idle`; without one, each received byte pushes it back.
 #[derive(Debug)]
 pub struct IdleTimeout<T> {
     io: T,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
+    activity: Option<Arc<Activity>>,
+    started: bool,
 }
 
 impl<T> IdleTimeout<T> {
@@ -31,12 +238,52 @@ impl<T> IdleTimeout<T> {
             io,
             idle,
             deadline: Box::pin(tokio::time::sleep(first)),
+            activity: None,
+            started: false,
+        }
+    }
+
+    /// Closed when `activity` shows no request for `idle` (or when it is closed).
+    pub fn with_activity(io: T, first: Duration, idle: Duration, activity: Arc<Activity>) -> Self {
+        IdleTimeout {
+            activity: Some(activity),
+            ..Self::new(io, first, idle)
         }
     }
 
     pub fn get_ref(&self) -> &T {
         &self.io
     }
+
+    /// Whether the connection is to be closed now; otherwise the deadline is set to the
+    /// next time to look.
+    fn expired(&mut self) -> bool {
+        let Some(activity) = &self.activity else {
+            return true;
+        };
+        if !self.started {
+            return true;
+        }
+        match activity.idle_deadline(self.idle) {
+            Some(at) if at <= Instant::now() => true,
+            Some(at) => {
+                self.deadline.as_mut().reset(at);
+                false
+            }
+            None => {
+                let next = Instant::now() + self.idle;
+                self.deadline.as_mut().reset(next);
+                false
+            }
+        }
+    }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the client sent nothing for too long",
+    )
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for IdleTimeout<T> {
@@ -45,22 +292,40 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleTimeout<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if let Some(activity) = &self.activity {
+            if activity.is_closed() {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "closed to make room for other connections",
+                )));
+            }
+            activity.register(cx.waker());
+        }
         let before = buf.filled().len();
         match Pin::new(&mut self.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
-                    let next = Instant::now() + self.idle;
-                    self.deadline.as_mut().reset(next);
+                    if self.activity.is_none() {
+                        let next = Instant::now() + self.idle;
+                        self.deadline.as_mut().reset(next);
+                    } else if !self.started {
+                        // From now on, requests count, not bytes.
+                        self.started = true;
+                        let _ = self.expired();
+                    }
                 }
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match self.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the client sent nothing for too long",
-                ))),
-                Poll::Pending => Poll::Pending,
+            Poll::Pending => loop {
+                match self.deadline.as_mut().poll(cx) {
+                    Poll::Ready(()) if self.expired() => {
+                        return Poll::Ready(Err(timed_out()));
+                    }
+                    // Moved on: poll the new deadline so that it wakes this task.
+                    Poll::Ready(()) => continue,
+                    Poll::Pending => return Poll::Pending,
+                }
             },
         }
     }
@@ -116,5 +381,85 @@ mod tests {
         // Then silence.
         let err = server.read(&mut buf).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_activity_bytes_without_requests_do_not_keep_the_connection() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let activity = Activity::new();
+        let mut server = IdleTimeout::with_activity(
+            server,
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+            activity.clone(),
+        );
+        let mut buf = [0u8; 8];
+        client.write_all(b"a").await.unwrap();
+        assert_eq!(server.read(&mut buf).await.unwrap(), 1);
+        // A request in flight keeps the connection however long it takes.
+        let request = activity.request();
+        let reading = tokio::spawn(async move {
+            let mut buf = [0u8; 8];
+            let n = server.read(&mut buf).await;
+            (server, n.map_err(|e| e.kind()))
+        });
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(!reading.is_finished());
+        client.write_all(b"b").await.unwrap();
+        let (mut server, n) = reading.await.unwrap();
+        assert_eq!(n, Ok(1));
+        drop(request);
+        // Then pings (bytes) every 2 s, but no request: closed 5 s after the last one.
+        let pinging = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if client.write_all(b"p").await.is_err() {
+                    return;
+                }
+            }
+        });
+        let started = Instant::now();
+        let err = loop {
+            match server.read(&mut buf).await {
+                Ok(_) => continue,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() <= Duration::from_secs(6));
+        pinging.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_the_cap_an_unauthenticated_connection_makes_room() {
+        let places = Places::new(2);
+        let (trusted, stranger) = (Activity::new(), Activity::new());
+        let a = places.take(&trusted).await;
+        trusted.trust();
+        let b = places.take(&stranger).await;
+        // The third connection closes the one that never authenticated...
+        let newcomer = Activity::new();
+        let taking = {
+            let (places, newcomer) = (places.clone(), newcomer.clone());
+            tokio::spawn(async move { places.take(&newcomer).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(stranger.is_closed() && !trusted.is_closed());
+        // ...and takes its place once it is gone.
+        drop(b);
+        let c = taking.await.unwrap();
+        assert_eq!(places.open(), 2);
+        // Every connection authenticated: the next one waits for a place.
+        newcomer.trust();
+        let waiting = {
+            let places = places.clone();
+            tokio::spawn(async move { places.take(&Activity::new()).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(a);
+        let _d = waiting.await.unwrap();
+        drop(c);
+        assert_eq!(places.open(), 1);
     }
 }

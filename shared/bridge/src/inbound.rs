@@ -14,10 +14,9 @@ use hyper_util::server::graceful::Watcher;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
 
-use crate::{Bridge, ConfigError};
+use crate::{Bridge, ConfigError, idle};
 
 /// How long a client may take to complete its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,7 +59,8 @@ pub(crate) fn acceptor(tls: &InboundTls) -> Result<TlsAcceptor, ConfigError> {
 }
 
 /// Serves one accepted connection on a task of its own, through TLS when the bridge
-/// serves TLS; `place` (its slot under the connection cap) is held until it closes, and
+/// serves TLS; `place` (its slot under the connection cap) is held until it closes,
+/// `activity` tells the cap and the idle timeout what the connection does, and
 /// `watcher` lets a shutdown close it gracefully (HTTP/2 GOAWAY) once calls finish.
 pub(crate) fn spawn_connection<S>(
     bridge: Bridge,
@@ -68,7 +68,8 @@ pub(crate) fn spawn_connection<S>(
     watcher: Watcher,
     stream: S,
     peer: SocketAddr,
-    place: OwnedSemaphorePermit,
+    activity: Arc<idle::Activity>,
+    place: idle::Place,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -78,8 +79,8 @@ pub(crate) fn spawn_connection<S>(
         let _place = place;
         let handler = bridge.clone();
         let service = hyper::service::service_fn(move |req| {
-            let bridge = handler.clone();
-            async move { Ok::<_, Infallible>(bridge.handle(req).await) }
+            let (bridge, activity) = (handler.clone(), activity.clone());
+            async move { Ok::<_, Infallible>(bridge.handle_on(&activity, req).await) }
         });
         let served =
             match tls {

@@ -276,17 +276,9 @@ impl Bridge {
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_READ_TIMEOUT);
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let places = Arc::new(tokio::sync::Semaphore::new(
-            self.inner.config.max_connections.max(1),
-        ));
+        let places = idle::Places::new(self.inner.config.max_connections);
         tokio::pin!(shutdown);
         loop {
-            // At the cap, stop accepting (clients wait in the backlog) until one closes.
-            let place = tokio::select! {
-                place = places.clone().acquire_owned() => place,
-                () = &mut shutdown => break,
-            };
-            let Ok(place) = place else { break };
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
                 () = &mut shutdown => break,
@@ -301,10 +293,18 @@ impl Bridge {
                 }
             };
             let _ = stream.set_nodelay(true);
-            let stream = idle::IdleTimeout::new(
+            // At the cap, a connection that never made an authenticated call is closed to
+            // make room; when all have, wait for one to close.
+            let activity = idle::Activity::new();
+            let place = tokio::select! {
+                place = places.take(&activity) => place,
+                () = &mut shutdown => break,
+            };
+            let stream = idle::IdleTimeout::with_activity(
                 stream,
                 idle::FIRST_BYTES_TIMEOUT,
                 idle::DEFAULT_IDLE_TIMEOUT,
+                activity.clone(),
             );
             inbound::spawn_connection(
                 self.clone(),
@@ -312,6 +312,7 @@ impl Bridge {
                 graceful.watcher(),
                 stream,
                 peer,
+                activity,
                 place,
             );
         }
@@ -325,6 +326,32 @@ impl Bridge {
                 grace.as_secs()
             );
         }
+    }
+
+    /// [`Bridge::handle`] for a request of the connection `activity` follows: in flight
+    /// until answered (an idle connection is one without), and the connection counts as
+    /// authenticated once a call with credentials was not refused as `UNAUTHENTICATED`.
+    pub(crate) async fn handle_on<B>(
+        &self,
+        activity: &Arc<idle::Activity>,
+        req: Request<B>,
+    ) -> Response<GrpcBody>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        let _in_request = activity.request();
+        let credentials = req.headers().contains_key(http::header::AUTHORIZATION);
+        let response = self.handle(req).await;
+        let status = response
+            .headers()
+            .get("grpc-status")
+            .or_else(|| response.body().trailer("grpc-status"))
+            .map(|v| v.as_bytes().to_vec());
+        if credentials && response.status().is_success() && status.as_deref() != Some(b"16") {
+            activity.trust();
+        }
+        response
     }
 
     /// Answers one request from a gRPC client: forwards it, or answers it itself

@@ -103,6 +103,10 @@ where
                 bytes.len(),
             ))));
         }
+        let mut parts = parts;
+        if let Some(client) = client_addr(&parts.headers) {
+            parts.extensions.insert(client);
+        }
         let path = parts.uri.path().to_string();
         let call = self
             .inner
@@ -348,6 +352,21 @@ fn failure(protocol: &Protocol, status: tonic::Status, http_status: StatusCode) 
             response
         }
     }
+}
+
+/// The client's address: the last entry of `X-Forwarded-For`, the one the load balancer
+/// appends (the ones before it are the client's own claims).
+fn client_addr(headers: &http::HeaderMap) -> Option<wisp_transport::gate::ClientAddr> {
+    let last = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .next_back()?;
+    last.trim()
+        .parse()
+        .ok()
+        .map(wisp_transport::gate::ClientAddr)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use wisp_proto::apiservice::api_service_server::{ApiService, ApiServiceServer};
 use wisp_proto::apiservice::*;
 use wisp_services::api::ApiApi;
 
-use crate::gate::{Admit, DecodeBudget, Gate};
+use crate::gate::{Admit, DecodeBudget, Gate, Principal};
 use crate::status::{from_auth_error, from_service_error};
 
 /// Largest message pipectl may receive (stage logs can be long); what it may send is
@@ -39,9 +39,16 @@ impl<S: ApiKeyAuthSource + 'static> Admit for ApiAdmit<S> {
         &self,
         _method: &str,
         headers: &http::HeaderMap,
+        source: Option<std::net::IpAddr>,
     ) -> Result<ApiKeyCaller, Status> {
         let header = headers.get("authorization").and_then(|v| v.to_str().ok());
-        authenticate(&self.api, &self.verifier, header).await
+        authenticate(&self.api, &self.verifier, header, source).await
+    }
+    fn principal(caller: &ApiKeyCaller) -> Principal {
+        Principal {
+            project: caller.project_id.clone(),
+            id: format!("api-key:{}", caller.id),
+        }
     }
 }
 
@@ -49,10 +56,11 @@ async fn authenticate<S: ApiKeyAuthSource>(
     api: &ApiApi,
     verifier: &ApiKeyVerifier<S>,
     header: Option<&str>,
+    source: Option<std::net::IpAddr>,
 ) -> Result<ApiKeyCaller, Status> {
     let credential = wisp_auth::parse_api_key(header).map_err(from_auth_error)?;
     let caller = verifier
-        .verify(&credential)
+        .verify_from(&credential, source)
         .await
         .map_err(from_auth_error)?;
     api.record_key_use(&caller).await;

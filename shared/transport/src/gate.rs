@@ -11,12 +11,13 @@
 //! `RESOURCE_EXHAUSTED` (which pipeds retry) instead of the process growing.
 
 use std::io::Read;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Full};
 use tokio::sync::Semaphore;
@@ -26,12 +27,34 @@ use tonic::server::NamedService;
 use tower::Service;
 
 use crate::limits::Limits;
+use crate::load::Shares;
 
-/// Memory charged per message on top of the encoded bytes: about the in-memory size of
-/// the biggest message types that come in repeated fields (a test measures them).
-pub const MESSAGE_COST: usize = 320;
-/// Estimated memory of all requests being decoded at once, per process.
-pub const DECODE_BUDGET_BYTES: usize = 128 * 1024 * 1024;
+/// Memory charged per message on top of the encoded bytes: three times the in-memory
+/// size of the biggest message types that come in repeated fields (a test measures
+/// them), since the `Vec` holding them doubles as it grows and the old and new blocks
+/// both exist while it moves (up to three elements' room per element).
+pub const MESSAGE_COST: usize = 960;
+/// Memory charged per length-delimited value that is not a message (a string or bytes,
+/// an element of a repeated one included): three times its `String` or `Vec` (24 bytes)
+/// for the same growth of the `Vec` holding it, and the smallest heap block the
+/// allocator gives its contents (32 bytes). A one-byte element is 3 bytes on the wire
+/// and about 100 in memory; a test decodes the worst shapes and checks them.
+pub const VALUE_COST: usize = 112;
+/// The same for the first occurrence of a field in a message (a singular field, or the
+/// first element of a repeated one): a message's own size, a string's heap block.
+pub const SINGULAR_MESSAGE_COST: usize = MESSAGE_COST / 3;
+pub const SINGULAR_VALUE_COST: usize = 32;
+/// Estimated memory of all requests being decoded at once, per process (`wisp serve`).
+pub const DECODE_BUDGET_BYTES: usize = 96 * 1024 * 1024;
+/// On Lambda, the budget is this fraction of the function's memory
+/// (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`): an instance serves one request at a time, and the
+/// rest of its memory is the runtime's, the event's and the response's.
+pub const LAMBDA_BUDGET_DIVISOR: usize = 4;
+/// Of the budget, one principal (a piped, an API key, a console user) may hold at most
+/// half (room for one request at its RPC's bound), and one project three quarters: one
+/// caller's bombs, slow or stalled uploads cannot keep the others from decoding.
+pub const PRINCIPAL_SHARE: (usize, usize) = (1, 2);
+pub const PROJECT_SHARE: (usize, usize) = (3, 4);
 /// How long a request waits for room in the decode budget before it is refused.
 pub const DECODE_BUDGET_WAIT: Duration = Duration::from_secs(2);
 /// Nesting depth the estimate follows; deeper fields are counted as bytes.
@@ -41,15 +64,48 @@ const FRAME_HEADER: usize = 5;
 /// Budget units are KiB so that the semaphore's permit count stays small.
 const UNIT: usize = 1024;
 /// Bytes inflated between two charges to the budget.
-const INFLATE_CHUNK: usize = 256 * 1024;
+const INFLATE_CHUNK: usize = 64 * 1024;
+
+/// Who a call is charged to: its project and, within it, the credential or user.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    pub project: String,
+    pub id: String,
+}
 
 /// Who may call a service, decided from the request's headers alone.
 #[async_trait]
 pub trait Admit: Send + Sync + 'static {
     /// What the handler gets: the authenticated (and, for the console, authorized) caller.
     type Caller: Clone + Send + Sync + 'static;
-    /// `method` is the RPC's name as in the path (`ReportStat`).
-    async fn admit(&self, method: &str, headers: &HeaderMap) -> Result<Self::Caller, Status>;
+    /// `method` is the RPC's name as in the path (`ReportStat`); `source` the client's
+    /// address when known (failed key checks are counted per id and source).
+    async fn admit(
+        &self,
+        method: &str,
+        headers: &HeaderMap,
+        source: Option<IpAddr>,
+    ) -> Result<Self::Caller, Status>;
+    /// Whom the caller's work is charged to, for the per-principal and per-project shares
+    /// of the decode budget and of the calls in flight.
+    fn principal(caller: &Self::Caller) -> Principal;
+}
+
+/// The client's address, put in a request's extensions by what knows it: the TCP peer on
+/// `wisp serve`, the load balancer's `X-Forwarded-For` on Lambda.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
+
+/// Put in a request's extensions by the connection it came on: called once the gate has
+/// admitted a caller, so that the connection counts as authenticated (a share of the
+/// connection cap is kept for those).
+#[derive(Clone)]
+pub struct OnAdmitted(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for OnAdmitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnAdmitted")
+    }
 }
 
 /// The caller the gate admitted for `request`. Every service is served behind its gate
@@ -65,11 +121,13 @@ pub fn admitted<C: Clone + Send + Sync + 'static, T>(
 }
 
 /// The decode budget shared by the services of one process: every byte a request holds
-/// while it is read, decompressed and decoded is charged to it first.
+/// while it is read, decompressed and decoded is charged to it first, and to its
+/// principal's and project's shares of it.
 #[derive(Debug, Clone)]
 pub struct DecodeBudget {
     units: Arc<Semaphore>,
     total_units: usize,
+    shares: Arc<Shares>,
 }
 
 impl Default for DecodeBudget {
@@ -79,29 +137,69 @@ impl Default for DecodeBudget {
 }
 
 impl DecodeBudget {
-    /// The budget of this process, shared by every service in it.
+    /// The budget of this process, shared by every service in it: a fraction of the
+    /// function's memory on Lambda, [`DECODE_BUDGET_BYTES`] elsewhere.
     pub fn process() -> Self {
         static PROCESS: std::sync::OnceLock<DecodeBudget> = std::sync::OnceLock::new();
-        PROCESS.get_or_init(DecodeBudget::default).clone()
+        PROCESS
+            .get_or_init(|| {
+                let lambda_mb = std::env::var("AWS_LAMBDA_FUNCTION_MEMORY_SIZE").ok();
+                Self::for_lambda_memory(lambda_mb.as_deref()).unwrap_or_default()
+            })
+            .clone()
     }
 
+    /// The budget of a Lambda function with `memory_mb` MB (the environment's
+    /// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); `None` when not on Lambda. One request at a
+    /// time per instance: no shares.
+    pub fn for_lambda_memory(memory_mb: Option<&str>) -> Option<Self> {
+        let mb: usize = memory_mb?.trim().parse().ok().filter(|mb| *mb > 0)?;
+        let bytes = mb.saturating_mul(1024 * 1024) / LAMBDA_BUDGET_DIVISOR;
+        Some(Self::with_shares(bytes, bytes, bytes))
+    }
+
+    /// `bytes` in all, [`PRINCIPAL_SHARE`] of it per principal and [`PROJECT_SHARE`] per
+    /// project.
     pub fn new(bytes: usize) -> Self {
+        let share = |(num, den): (usize, usize)| bytes / den * num;
+        Self::with_shares(bytes, share(PRINCIPAL_SHARE), share(PROJECT_SHARE))
+    }
+
+    pub fn with_shares(bytes: usize, per_principal: usize, per_project: usize) -> Self {
         let total_units = bytes.div_ceil(UNIT).max(1);
         DecodeBudget {
             units: Arc::new(Semaphore::new(total_units)),
             total_units,
+            shares: Arc::new(Shares::new(
+                per_principal.div_ceil(UNIT).clamp(1, total_units),
+                per_project.div_ceil(UNIT).clamp(1, total_units),
+            )),
         }
     }
 
-    /// A charge of nothing yet, which may wait for room until [`DECODE_BUDGET_WAIT`] from
-    /// now.
-    fn start(&self) -> Charge {
+    /// The whole budget in bytes.
+    pub fn bytes(&self) -> usize {
+        self.total_units * UNIT
+    }
+
+    /// A charge of nothing yet to `owner`, which may wait for room until
+    /// [`DECODE_BUDGET_WAIT`] from now.
+    fn start(&self, owner: Principal) -> Charge {
         Charge {
             budget: self.clone(),
+            owner,
             permit: None,
             charged_units: 0,
             deadline: tokio::time::Instant::now() + DECODE_BUDGET_WAIT,
         }
+    }
+
+    fn reserve(&self, owner: &Principal, units: usize) -> bool {
+        self.shares.take(owner, units)
+    }
+
+    fn unreserve(&self, owner: &Principal, units: usize) {
+        self.shares.give_back(owner, units);
     }
 }
 
@@ -109,6 +207,7 @@ impl DecodeBudget {
 #[derive(Debug)]
 pub struct Charge {
     budget: DecodeBudget,
+    owner: Principal,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
     charged_units: usize,
     deadline: tokio::time::Instant,
@@ -125,11 +224,22 @@ impl Charge {
         if units > self.budget.total_units {
             return Err(busy());
         }
-        let more = u32::try_from(units - self.charged_units).map_err(|_| busy())?;
+        let more_units = units - self.charged_units;
+        let more = u32::try_from(more_units).map_err(|_| busy())?;
+        // The caller's shares first, without waiting: past them it is this caller that is
+        // too busy, and waiting would only hold what it has longer.
+        if !self.budget.reserve(&self.owner, more_units) {
+            return Err(Status::resource_exhausted(
+                "server busy: this caller has too much request data in flight",
+            ));
+        }
         let acquire = self.budget.units.clone().acquire_many_owned(more);
         let permit = match tokio::time::timeout_at(self.deadline, acquire).await {
             Ok(Ok(permit)) => permit,
-            _ => return Err(busy()),
+            _ => {
+                self.budget.unreserve(&self.owner, more_units);
+                return Err(busy());
+            }
         };
         match &mut self.permit {
             Some(held) => held.merge(permit),
@@ -137,6 +247,14 @@ impl Charge {
         }
         self.charged_units = units;
         Ok(())
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if self.charged_units > 0 {
+            self.budget.unreserve(&self.owner, self.charged_units);
+        }
     }
 }
 
@@ -225,22 +343,24 @@ where
             let started = std::time::Instant::now();
             let response = match pass(&*admit, limits, &budget, req).await {
                 Ok((req, charge)) => {
-                    let response = inner.call(req).await;
-                    // Held until the handler is done with the decoded message.
-                    drop(charge);
-                    response
+                    // The turn among the calls in flight is taken once the body is in:
+                    // a caller that stalls its upload holds none.
+                    match crate::load::take_turn(&charge.owner).await {
+                        Ok(turn) => {
+                            let response = inner.call(req).await;
+                            // Held until the handler is done with the decoded message.
+                            drop((charge, turn));
+                            response.map(invalid_argument_for_undecodable)
+                        }
+                        Err(status) => Ok(status.into_http()),
+                    }
                 }
                 Err(status) => Ok(status.into_http()),
             };
             if let Ok(response) = &response {
                 // A unary call that failed answers with its status in the headers; one
                 // that succeeded has none there (its OK comes in the trailers).
-                let code = response
-                    .headers()
-                    .get("grpc-status")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
+                let code = grpc_status_of(response).unwrap_or(0);
                 let took = started.elapsed();
                 let span = tracing::Span::current();
                 span.record("code", wisp_telemetry::grpc_code_name(code));
@@ -254,6 +374,31 @@ where
     }
 }
 
+fn grpc_status_of(response: &Response<Body>) -> Option<i32> {
+    response
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// tonic answers a request its message type cannot decode with `INTERNAL`.
+/// Deviation: upstream's servers (grpc-go) do the same, but the request is the caller's
+/// mistake, not the server's: Wisp answers `INVALID_ARGUMENT`, so that dashboards and
+/// alarms counting server errors do not fire for a caller's malformed bytes.
+fn invalid_argument_for_undecodable(response: Response<Body>) -> Response<Body> {
+    // grpc-message is percent-encoded; tonic reads it back.
+    let undecodable = grpc_status_of(&response) == Some(tonic::Code::Internal as i32)
+        && Status::from_header_map(response.headers())
+            .is_some_and(|s| s.message().starts_with("failed to decode Protobuf message"));
+    if undecodable {
+        Status::invalid_argument("the request is not a valid protobuf message of its type")
+            .into_http()
+    } else {
+        response
+    }
+}
+
 /// `PipedService` for `grpc.service.pipedservice.PipedService`.
 fn service_label(name: &'static str) -> &'static str {
     name.rsplit('.').next().unwrap_or(name)
@@ -262,6 +407,28 @@ fn service_label(name: &'static str) -> &'static str {
 /// The RPC's name as in the path (`ReportStat`).
 fn method_of<B>(req: &Request<B>) -> &str {
     req.uri().path().rsplit('/').next().unwrap_or_default()
+}
+
+/// Grows `buf` to hold `more` bytes beyond its length, charging the allocation first:
+/// what `others` holds, the buffer as it is and the one it moves to (both exist while
+/// it moves). Doubles, within `cap`.
+async fn grow(
+    buf: &mut BytesMut,
+    more: usize,
+    cap: usize,
+    others: usize,
+    charge: &mut Charge,
+) -> Result<(), Status> {
+    let need = buf.len() + more;
+    if need <= buf.capacity() {
+        return Ok(());
+    }
+    let target = need
+        .max(buf.capacity().saturating_mul(2))
+        .min(cap.max(need));
+    charge.to(others + buf.capacity() + target).await?;
+    buf.reserve(target - buf.len());
+    Ok(())
 }
 
 /// Admits the caller and replaces the body with one uncompressed, checked message.
@@ -276,7 +443,11 @@ async fn pass<A: Admit>(
     let Some(limit) = limits.for_method(method) else {
         return Err(Status::unimplemented(format!("unknown method {method}")));
     };
-    let caller = admit.admit(method, req.headers()).await?;
+    let source = req.extensions().get::<ClientAddr>().map(|c| c.0);
+    let caller = admit.admit(method, req.headers(), source).await?;
+    if let Some(OnAdmitted(admitted)) = req.extensions().get::<OnAdmitted>() {
+        admitted();
+    }
     let encoding = match req.headers().get("grpc-encoding").map(|v| v.as_bytes()) {
         None | Some(b"identity") => Encoding::Identity,
         Some(b"gzip") => Encoding::Gzip,
@@ -287,7 +458,7 @@ async fn pass<A: Admit>(
         }
     };
     let (mut parts, mut body) = req.into_parts();
-    let mut charge = budget.start();
+    let mut charge = budget.start(A::principal(&caller));
     // A compressed body of a bounded message is at most slightly bigger than the message.
     let wire_limit = limit + FRAME_HEADER + limit / 64 + 1024;
     let mut wire = BytesMut::new();
@@ -297,48 +468,89 @@ async fn pass<A: Admit>(
             if wire.len() + data.len() > wire_limit {
                 return Err(too_large(method, limit));
             }
-            charge.to(wire.len() + data.len()).await?;
+            grow(&mut wire, data.len(), wire_limit, 0, &mut charge).await?;
             wire.extend_from_slice(&data);
         }
     }
-    let message = match unframe(&wire, encoding, limit) {
-        Ok(Unframed::Plain(message)) => message,
+    // The framed message tonic reads: the body itself when it came uncompressed, else a
+    // new frame the inflated bytes are written into.
+    let inflated = match unframe(&wire, encoding, limit) {
+        Ok(Unframed::Plain(_)) => None,
         Ok(Unframed::Gzip(compressed)) => {
-            let mut out = BytesMut::new();
-            let mut decoder = flate2::read::GzDecoder::new(compressed);
-            let mut chunk = vec![0u8; INFLATE_CHUNK];
-            loop {
-                let n = decoder.read(&mut chunk).map_err(|_| {
-                    Status::invalid_argument("the gzip-compressed message is corrupt")
-                })?;
-                if n == 0 {
-                    break;
-                }
-                if out.len() + n > limit {
-                    return Err(too_large(method, limit));
-                }
-                charge.to(wire.len() + out.len() + n).await?;
-                out.extend_from_slice(&chunk[..n]);
-            }
-            out.freeze()
+            Some(inflate(compressed, wire.capacity(), method, limit, &mut charge).await?)
         }
         Err(FrameError::TooLarge) => return Err(too_large(method, limit)),
         Err(FrameError::Malformed(why)) => return Err(Status::invalid_argument(why)),
     };
+    let framed = match inflated {
+        Some(framed) => framed,
+        None if wire.is_empty() => Bytes::from_static(&[0, 0, 0, 0, 0]),
+        None => wire.split().freeze(),
+    };
+    // What decoding adds to what is held: the estimate less the encoded bytes, which it
+    // counts and which are already charged.
+    let message = &framed[FRAME_HEADER..];
+    let decoded = decoded_size_estimate(message).saturating_sub(message.len());
     charge
-        .to(wire.len().saturating_add(decoded_size_estimate(&message)))
+        .to(wire
+            .capacity()
+            .saturating_add(framed.len())
+            .saturating_add(decoded))
         .await?;
-    let mut framed = BytesMut::with_capacity(FRAME_HEADER + message.len());
-    framed.put_u8(0);
-    framed.put_u32(u32::try_from(message.len()).map_err(|_| too_large(method, limit))?);
-    framed.extend_from_slice(&message);
+    drop(wire);
     parts.headers.remove("grpc-encoding");
     parts.headers.remove(http::header::CONTENT_LENGTH);
     parts.extensions.insert(caller);
     Ok((
-        Request::from_parts(parts, Body::new(Full::new(framed.freeze()))),
+        Request::from_parts(parts, Body::new(Full::new(framed))),
         charge,
     ))
+}
+
+/// `compressed` inflated into a new uncompressed frame, within `limit` and charged as it
+/// grows (`wire_held` bytes of the body are held beside it).
+async fn inflate(
+    compressed: &[u8],
+    wire_held: usize,
+    method: &str,
+    limit: usize,
+    charge: &mut Charge,
+) -> Result<Bytes, Status> {
+    // gzip ends with the inflated size (mod 2^32, of its last member): room for that at
+    // once, within the limit, instead of doubling towards it (the old and new buffers
+    // both exist while it moves). Only a hint: a liar's buffer grows as it must.
+    let size_hint = compressed
+        .last_chunk::<4>()
+        .map_or(0, |n| u32::from_le_bytes(*n) as usize)
+        .min(limit);
+    let mut out = BytesMut::new();
+    grow(
+        &mut out,
+        FRAME_HEADER + size_hint,
+        FRAME_HEADER + limit,
+        wire_held,
+        charge,
+    )
+    .await?;
+    out.extend_from_slice(&[0; FRAME_HEADER]);
+    let mut decoder = flate2::read::GzDecoder::new(compressed);
+    let mut chunk = vec![0u8; INFLATE_CHUNK];
+    loop {
+        let n = decoder
+            .read(&mut chunk)
+            .map_err(|_| Status::invalid_argument("the gzip-compressed message is corrupt"))?;
+        if n == 0 {
+            break;
+        }
+        if out.len() - FRAME_HEADER + n > limit {
+            return Err(too_large(method, limit));
+        }
+        grow(&mut out, n, FRAME_HEADER + limit, wire_held, charge).await?;
+        out.extend_from_slice(&chunk[..n]);
+    }
+    let len = u32::try_from(out.len() - FRAME_HEADER).map_err(|_| too_large(method, limit))?;
+    out[1..FRAME_HEADER].copy_from_slice(&len.to_be_bytes());
+    Ok(out.freeze())
 }
 
 fn too_large(method: &str, limit: usize) -> Status {
@@ -363,7 +575,7 @@ pub enum FrameError {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Unframed<'a> {
     /// Uncompressed, at most the limit.
-    Plain(Bytes),
+    Plain(&'a [u8]),
     /// gzip-compressed; the caller inflates it within the limit.
     Gzip(&'a [u8]),
 }
@@ -372,7 +584,7 @@ pub enum Unframed<'a> {
 pub fn unframe(body: &[u8], encoding: Encoding, limit: usize) -> Result<Unframed<'_>, FrameError> {
     if body.is_empty() {
         // Some clients send an empty body for an empty message.
-        return Ok(Unframed::Plain(Bytes::new()));
+        return Ok(Unframed::Plain(&[]));
     }
     let (header, rest) = body
         .split_first_chunk::<FRAME_HEADER>()
@@ -387,7 +599,7 @@ pub fn unframe(body: &[u8], encoding: Encoding, limit: usize) -> Result<Unframed
     }
     match (flag, encoding) {
         (0, _) if len > limit => Err(FrameError::TooLarge),
-        (0, _) => Ok(Unframed::Plain(Bytes::copy_from_slice(rest))),
+        (0, _) => Ok(Unframed::Plain(rest)),
         (1, Encoding::Gzip) => Ok(Unframed::Gzip(rest)),
         (1, Encoding::Identity) => Err(FrameError::Malformed(
             "compressed message without a grpc-encoding header",
@@ -396,27 +608,70 @@ pub fn unframe(body: &[u8], encoding: Encoding, limit: usize) -> Result<Unframed
     }
 }
 
-/// An estimate of the memory `message` decodes to, without its schema: the bytes
-/// themselves plus [`MESSAGE_COST`] per message in it, counting every length-delimited
-/// value that parses as a message (an empty one included: that is the element of a
-/// repeated field that costs 2 bytes on the wire). A string that happens to parse is
-/// over-counted, which only makes the estimate safer.
+/// An estimate of the memory `message` decodes to, its own bytes included, without its
+/// schema: the bytes themselves; [`MESSAGE_COST`] per message in it (counting every
+/// length-delimited value that parses as a message, an empty one included: that is the
+/// element of a repeated field that costs 2 bytes on the wire); per other
+/// length-delimited value (a string or bytes) its length and [`VALUE_COST`] (a one-byte
+/// element of a repeated string is 3 bytes on the wire and its `String` and its place in
+/// the `Vec` far more); and the length of the longest such value once more, since
+/// decoding copies each value through a buffer of its own. A string that happens to
+/// parse is over-counted, which only makes the estimate safer.
+///
+/// Scalars are not charged: a repeated number or enum decodes to at most a few times its
+/// wire size, and the request types have such fields only in filters of a few bytes
+/// (`ListApplications`' kinds), bounded by their RPC's small limit.
 pub fn decoded_size_estimate(message: &[u8]) -> usize {
-    let messages = count_messages(message, 0).unwrap_or(0).saturating_add(1);
+    let mut cost = Cost::default();
+    if nested_cost(message, 0, &mut cost).is_none() {
+        // Not a message at all: decoding fails after holding a value at most this long.
+        cost = Cost {
+            total: 0,
+            longest: message.len(),
+        };
+    }
     message
         .len()
-        .saturating_add(messages.saturating_mul(MESSAGE_COST))
+        .saturating_add(MESSAGE_COST)
+        .saturating_add(cost.total)
+        .saturating_add(cost.longest)
 }
 
-/// Messages nested in `buf` (not counting `buf`); `None` when `buf` is not a message.
-fn count_messages(buf: &[u8], depth: usize) -> Option<usize> {
-    let mut nested = 0usize;
+#[derive(Debug, Default, Clone, Copy)]
+struct Cost {
+    /// What the values nested in a message cost in all.
+    total: usize,
+    /// The longest value that is not a message.
+    longest: usize,
+}
+
+/// Adds the cost of the values nested in `buf` (not counting `buf` itself) to `cost`;
+/// `None` (and `cost` unchanged) when `buf` is not a message.
+fn nested_cost(buf: &[u8], depth: usize, cost: &mut Cost) -> Option<()> {
+    let mut mine = *cost;
     let mut rest = buf;
+    // Field numbers seen in this message: a field that comes again is repeated, and its
+    // elements cost their place in a `Vec`; the first occurrence costs what a singular
+    // field does (its struct's room is in the parent's MESSAGE_COST).
+    let mut seen_low = 0u64;
+    let mut seen_high: Vec<u64> = Vec::new();
     while !rest.is_empty() {
         let (key, after) = varint(rest)?;
         if key >> 3 == 0 {
             return None;
         }
+        let number = key >> 3;
+        let repeated = if number < 64 {
+            let bit = 1u64 << number;
+            let again = seen_low & bit != 0;
+            seen_low |= bit;
+            again
+        } else if seen_high.contains(&number) {
+            true
+        } else {
+            seen_high.push(number);
+            false
+        };
         rest = match key & 7 {
             0 => varint(after)?.1,
             1 => after.get(8..)?,
@@ -425,18 +680,29 @@ fn count_messages(buf: &[u8], depth: usize) -> Option<usize> {
                 let (len, after) = varint(after)?;
                 let len = usize::try_from(len).ok().filter(|l| *l <= after.len())?;
                 let (value, after) = after.split_at(len);
-                if depth < MAX_DEPTH
-                    && let Some(inner) = count_messages(value, depth + 1)
-                {
-                    nested = nested.saturating_add(inner).saturating_add(1);
-                }
+                // Decoded as a message or as a string or bytes: whichever costs more.
+                let mut inner = Cost::default();
+                let (message_cost, value_cost) = if repeated {
+                    (MESSAGE_COST, VALUE_COST)
+                } else {
+                    (SINGULAR_MESSAGE_COST, SINGULAR_VALUE_COST)
+                };
+                let as_message = (depth < MAX_DEPTH
+                    && nested_cost(value, depth + 1, &mut inner).is_some())
+                .then_some(inner.total.saturating_add(message_cost));
+                let as_value = value_cost.saturating_add(len);
+                mine.total = mine
+                    .total
+                    .saturating_add(as_message.map_or(as_value, |m| m.max(as_value)));
+                mine.longest = mine.longest.max(inner.longest).max(len);
                 after
             }
             // Groups (3, 4) are not used by these protos; anything else is not protobuf.
             _ => return None,
         };
     }
-    Some(nested)
+    *cost = mine;
+    Some(())
 }
 
 fn varint(buf: &[u8]) -> Option<(u64, &[u8])> {
@@ -475,8 +741,14 @@ mod tests {
         #[async_trait]
         impl Admit for Anyone {
             type Caller = ();
-            async fn admit(&self, _: &str, _: &HeaderMap) -> Result<(), Status> {
+            async fn admit(&self, _: &str, _: &HeaderMap, _: Option<IpAddr>) -> Result<(), Status> {
                 Ok(())
+            }
+            fn principal(_: &()) -> Principal {
+                Principal {
+                    project: "p".into(),
+                    id: "anyone".into(),
+                }
             }
         }
         static ONE: Limits = Limits {
@@ -518,6 +790,50 @@ mod tests {
         assert_eq!(body.as_ref(), &frame(0, b"\x0a\x03abc")[..]);
     }
 
+    fn owner(project: &str, id: &str) -> Principal {
+        Principal {
+            project: project.into(),
+            id: id.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_caller_holds_at_most_its_share_of_the_budget() {
+        // 64 KiB: 32 KiB per principal, 48 KiB per project.
+        let budget = DecodeBudget::new(64 * 1024);
+        let mut first = budget.start(owner("a", "piped-1"));
+        first.to(32 * 1024).await.unwrap();
+        let mut more = budget.start(owner("a", "piped-1"));
+        let err = more.to(1).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(err.message().contains("this caller"), "{err:?}");
+        // Another principal of the project gets the rest of the project's share.
+        let mut second = budget.start(owner("a", "piped-2"));
+        second.to(16 * 1024).await.unwrap();
+        let mut third = budget.start(owner("a", "piped-3"));
+        assert!(third.to(1).await.is_err());
+        // Another project is not held up by project a.
+        let mut other = budget.start(owner("b", "key"));
+        other.to(16 * 1024).await.unwrap();
+        // Everything is given back.
+        drop((first, more, second, third, other));
+        assert_eq!(budget.units.available_permits(), budget.total_units);
+        assert!(budget.shares.is_empty());
+        let mut again = budget.start(owner("a", "piped-1"));
+        again.to(32 * 1024).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn on_lambda_the_budget_is_a_fraction_of_the_memory() {
+        let budget = DecodeBudget::for_lambda_memory(Some("128")).unwrap();
+        assert_eq!(budget.bytes(), 32 * 1024 * 1024);
+        // One request at a time: it may use the whole budget.
+        let mut charge = budget.start(owner("p", "piped"));
+        charge.to(32 * 1024 * 1024).await.unwrap();
+        assert!(DecodeBudget::for_lambda_memory(None).is_none());
+        assert!(DecodeBudget::for_lambda_memory(Some("lots")).is_none());
+    }
+
     #[test]
     fn frames_are_checked() {
         assert_eq!(
@@ -540,7 +856,7 @@ mod tests {
         ));
         assert_eq!(
             unframe(&[], Encoding::Identity, 0).unwrap(),
-            Unframed::Plain(Bytes::new())
+            Unframed::Plain(&[])
         );
     }
 
@@ -562,11 +878,20 @@ mod tests {
         outer.push(u8::try_from(len).unwrap());
         outer.extend_from_slice(&bomb);
         assert!(decoded_size_estimate(&outer) >= 1_000_000 * MESSAGE_COST);
-        // Bytes that are not protobuf count as one message and their length.
-        assert_eq!(decoded_size_estimate(b"\xff\xff"), 2 + MESSAGE_COST);
+        // Bytes that are not protobuf count as one message and their length, twice.
+        assert_eq!(decoded_size_estimate(b"\xff\xff"), 2 + MESSAGE_COST + 2);
         // Strings that do not parse as messages cost their bytes only.
         let strings = b"\x0a\x05hello\x12\x05world";
-        assert_eq!(decoded_size_estimate(strings), strings.len() + MESSAGE_COST);
+        assert_eq!(
+            decoded_size_estimate(strings),
+            strings.len() + MESSAGE_COST + 2 * SINGULAR_VALUE_COST + 10 + 5
+        );
+        // One-byte elements of a repeated string (issue 33: charged 3 bytes, decoded to
+        // about 60).
+        let owner_ids: Vec<u8> = std::iter::repeat_n([0x0a, 0x01, b'a'], 1_000_000)
+            .flatten()
+            .collect();
+        assert!(decoded_size_estimate(&owner_ids) >= 1_000_000 * VALUE_COST);
     }
 }
 
@@ -607,7 +932,7 @@ mod message_sizes {
         ];
         for (name, size) in sizes {
             assert!(
-                size <= super::MESSAGE_COST,
+                3 * size <= super::MESSAGE_COST,
                 "{name} is {size} bytes in memory: raise MESSAGE_COST"
             );
         }

@@ -70,12 +70,27 @@ pub fn markdown() -> String {
          the body is read, so a caller without them gets `UNAUTHENTICATED` and nothing it \
          sent is kept.\n\n\
          On top of the bound, every request is charged an estimate of the memory it \
-         decodes to (its bytes plus {cost} bytes per message it holds, an empty element of \
-         a repeated field included), and all requests being decoded at once share a budget \
-         of {budget} per process: past it, a request waits up to {wait} seconds and then \
-         gets `RESOURCE_EXHAUSTED`, which pipeds retry.\n",
+         decodes to: its bytes; {cost} bytes per element of a repeated message field (an \
+         empty one included); per element of a repeated string or bytes field its length \
+         and {value} bytes; a third of that, and {single} bytes and the length, for a field's \
+         first occurrence in a message; and its longest value once \
+         more (decoding copies each value). A test decodes the worst shapes and checks that \
+         the estimate covers what they allocate. All requests being decoded at once share a \
+         budget of {budget} per process (on Lambda: a {lambda}th of the function's memory, \
+         `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); one caller (a piped, an API key, a console \
+         user) may hold at most {principal_num}/{principal_den} of it and one project \
+         {project_num}/{project_den}. Past its share a request gets `RESOURCE_EXHAUSTED` \
+         at once; past the budget it waits up to {wait} seconds and then gets \
+         `RESOURCE_EXHAUSTED`, which pipeds retry.\n",
         cost = crate::gate::MESSAGE_COST,
+        value = crate::gate::VALUE_COST,
+        single = crate::gate::SINGULAR_VALUE_COST,
         budget = human(crate::gate::DECODE_BUDGET_BYTES),
+        lambda = crate::gate::LAMBDA_BUDGET_DIVISOR,
+        principal_num = crate::gate::PRINCIPAL_SHARE.0,
+        principal_den = crate::gate::PRINCIPAL_SHARE.1,
+        project_num = crate::gate::PROJECT_SHARE.0,
+        project_den = crate::gate::PROJECT_SHARE.1,
         wait = crate::gate::DECODE_BUDGET_WAIT.as_secs(),
     );
     for limits in [&PIPED, &API, &WEB] {

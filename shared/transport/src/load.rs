@@ -8,9 +8,17 @@
 //! full, or waits too long, gets `UNAVAILABLE` at once. Pipeds retry that, and the calls
 //! that are taken finish in time. A caller's own `grpc-timeout` ends its wait sooner
 //! (tonic applies it around this layer).
+//!
+//! `wisp serve` installs its bound for the whole process ([`InFlightLimit::install`]):
+//! each service's gate takes the turn once the caller is authenticated and the request's
+//! body is read (a caller that stalls its upload holds no turn), and one principal (a
+//! piped, an API key, a console user) may hold at most a quarter of the turns, one
+//! project half of them: past its share, a caller gets `UNAVAILABLE` at once while the
+//! others go on.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -20,6 +28,8 @@ use tonic::Status;
 use tower::{Layer, Service};
 use wisp_telemetry::metrics;
 
+use crate::gate::Principal;
+
 /// Default of `wisp serve --max-in-flight`.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 /// Calls waiting for their turn, per call in flight.
@@ -27,7 +37,12 @@ pub const WAITING_PER_IN_FLIGHT: usize = 4;
 /// Longest wait for a turn.
 pub const MAX_WAIT: Duration = Duration::from_secs(2);
 
-/// The bound on calls in flight, shared by every service the layer wraps.
+/// Of the turns, one principal may hold at most this fraction, one project this one.
+pub const PRINCIPAL_SHARE_DIVISOR: usize = 4;
+pub const PROJECT_SHARE_DIVISOR: usize = 2;
+
+/// The bound on calls in flight, shared by every service the layer wraps (or, installed,
+/// by every gate of the process).
 #[derive(Debug, Clone)]
 pub struct InFlightLimit {
     turns: Arc<Semaphore>,
@@ -35,6 +50,93 @@ pub struct InFlightLimit {
     max_in_flight: usize,
     max_waiting: usize,
     max_wait: Duration,
+    shares: Arc<Shares>,
+}
+
+/// What is held per principal and per project (turns here, decode-budget units in the
+/// gate), each within its share.
+#[derive(Debug)]
+pub(crate) struct Shares {
+    per_principal: usize,
+    per_project: usize,
+    held: Mutex<(HashMap<Principal, usize>, HashMap<String, usize>)>,
+}
+
+impl Shares {
+    pub(crate) fn new(per_principal: usize, per_project: usize) -> Self {
+        Shares {
+            per_principal,
+            per_project,
+            held: Mutex::default(),
+        }
+    }
+
+    /// Adds `n` to `owner`'s holdings if they stay within both shares.
+    pub(crate) fn take(&self, owner: &Principal, n: usize) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let (principals, projects) = &mut *held;
+        let principal = principals.get(owner).copied().unwrap_or(0);
+        let project = projects.get(&owner.project).copied().unwrap_or(0);
+        if principal + n > self.per_principal || project + n > self.per_project {
+            return false;
+        }
+        principals.insert(owner.clone(), principal + n);
+        projects.insert(owner.project.clone(), project + n);
+        true
+    }
+
+    pub(crate) fn give_back(&self, owner: &Principal, n: usize) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let (principals, projects) = &mut *held;
+        if let Some(left) = principals.get_mut(owner) {
+            *left = left.saturating_sub(n);
+            if *left == 0 {
+                principals.remove(owner);
+            }
+        }
+        if let Some(left) = projects.get_mut(&owner.project) {
+            *left = left.saturating_sub(n);
+            if *left == 0 {
+                projects.remove(&owner.project);
+            }
+        }
+    }
+
+    /// Nothing is held by anyone.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.0.is_empty() && held.1.is_empty()
+    }
+}
+
+/// The bound the gates of this process take their turns from, if one is installed.
+static PROCESS: OnceLock<InFlightLimit> = OnceLock::new();
+
+/// A call's turn: its place among the calls in flight and in its caller's shares, given
+/// back when dropped.
+#[derive(Debug)]
+pub struct Turn {
+    _turn: tokio::sync::OwnedSemaphorePermit,
+    _gauge: InFlightGauge,
+    shares: Arc<Shares>,
+    owner: Principal,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.shares.give_back(&self.owner, 1);
+    }
+}
+
+/// A turn for a call of `owner` from the process's installed bound; `Ok(None)` when
+/// there is none (the Lambda functions: one call at a time per instance). The error is
+/// the status to answer with.
+pub(crate) async fn take_turn(owner: &Principal) -> Result<Option<Turn>, Status> {
+    let Some(limit) = PROCESS.get() else {
+        return Ok(None);
+    };
+    limit.turn_for(owner).await.map(Some)
 }
 
 impl InFlightLimit {
@@ -57,7 +159,41 @@ impl InFlightLimit {
             max_in_flight,
             max_waiting,
             max_wait,
+            shares: Arc::new(Shares::new(
+                (max_in_flight / PRINCIPAL_SHARE_DIVISOR).max(1),
+                (max_in_flight / PROJECT_SHARE_DIVISOR).max(1),
+            )),
         }
+    }
+
+    /// Makes this the bound every gate of the process takes its turns from; `false` if
+    /// one was installed before (it stays).
+    pub fn install(self) -> bool {
+        PROCESS.set(self).is_ok()
+    }
+
+    /// A turn for a call of `owner`, within its shares and the bound; the error is the
+    /// status to answer with (`UNAVAILABLE`, which pipeds retry).
+    pub async fn turn_for(&self, owner: &Principal) -> Result<Turn, Status> {
+        if !self.shares.take(owner, 1) {
+            metrics::counter!(wisp_telemetry::GRPC_SHED).increment(1);
+            return Err(Status::unavailable(
+                "server busy: this caller has too many calls in progress; retry shortly",
+            ));
+        }
+        let Some(turn) = self.turn().await else {
+            self.shares.give_back(owner, 1);
+            metrics::counter!(wisp_telemetry::GRPC_SHED).increment(1);
+            return Err(Status::unavailable(
+                "server busy: too many calls in progress; retry shortly",
+            ));
+        };
+        Ok(Turn {
+            _turn: turn,
+            _gauge: InFlightGauge::up(),
+            shares: self.shares.clone(),
+            owner: owner.clone(),
+        })
     }
 
     pub fn max_in_flight(&self) -> usize {
@@ -165,6 +301,12 @@ where
 /// One call in the in-flight gauge, taken out when dropped (a caller gone included).
 struct InFlightGauge(metrics::Gauge);
 
+impl std::fmt::Debug for InFlightGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InFlightGauge")
+    }
+}
+
 impl InFlightGauge {
     fn up() -> Self {
         let gauge = metrics::gauge!(wisp_telemetry::GRPC_IN_FLIGHT);
@@ -252,6 +394,39 @@ mod tests {
         assert_eq!(grpc_status(&first.await.unwrap().unwrap()), None);
         assert_eq!(grpc_status(&second.await.unwrap().unwrap()), None);
         assert_eq!(limit.in_flight(), 0);
+    }
+
+    fn owner(project: &str, id: &str) -> Principal {
+        Principal {
+            project: project.into(),
+            id: id.into(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_caller_holds_at_most_its_share_of_the_turns() {
+        // 8 turns: 2 per principal, 4 per project.
+        let limit = InFlightLimit::with_line(8, 8, Duration::from_secs(2));
+        let slow = owner("other", "api-key:k");
+        let held: Vec<Turn> = vec![
+            limit.turn_for(&slow).await.unwrap(),
+            limit.turn_for(&slow).await.unwrap(),
+        ];
+        let err = limit.turn_for(&slow).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::Unavailable);
+        // The project's other callers get the rest of its half.
+        let more = [
+            limit.turn_for(&owner("other", "a")).await.unwrap(),
+            limit.turn_for(&owner("other", "b")).await.unwrap(),
+        ];
+        assert!(limit.turn_for(&owner("other", "c")).await.is_err());
+        // Another project's piped is not held up.
+        let piped = owner("quickstart", "piped:p");
+        drop(limit.turn_for(&piped).await.unwrap());
+        assert_eq!(limit.in_flight(), 4);
+        drop((held, more));
+        assert_eq!(limit.in_flight(), 0);
+        assert!(limit.shares.is_empty());
     }
 
     #[tokio::test(start_paused = true)]

@@ -9,7 +9,7 @@ use wisp_proto::pipedservice::piped_service_server::{PipedService, PipedServiceS
 use wisp_proto::pipedservice::*;
 use wisp_services::piped::PipedApi;
 
-use crate::gate::{Admit, DecodeBudget, Gate};
+use crate::gate::{Admit, DecodeBudget, Gate, Principal};
 use crate::status::{from_auth_error, from_service_error};
 
 /// Largest message a piped may receive (live-state snapshots can be big); what it may
@@ -33,10 +33,24 @@ impl<S: PipedKeySource> std::fmt::Debug for PipedAdmit<S> {
 #[async_trait]
 impl<S: PipedKeySource + 'static> Admit for PipedAdmit<S> {
     type Caller = PipedCaller;
-    async fn admit(&self, _method: &str, headers: &http::HeaderMap) -> Result<PipedCaller, Status> {
+    async fn admit(
+        &self,
+        _method: &str,
+        headers: &http::HeaderMap,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<PipedCaller, Status> {
         let header = headers.get("authorization").and_then(|v| v.to_str().ok());
         let token = wisp_auth::credentials::parse_piped_token(header).map_err(from_auth_error)?;
-        self.verifier.verify(&token).await.map_err(from_auth_error)
+        self.verifier
+            .verify_from(&token, source)
+            .await
+            .map_err(from_auth_error)
+    }
+    fn principal(caller: &PipedCaller) -> Principal {
+        Principal {
+            project: caller.project_id.clone(),
+            id: format!("piped:{}", caller.piped_id),
+        }
     }
 }
 

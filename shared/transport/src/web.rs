@@ -10,7 +10,7 @@ use wisp_proto::webservice::web_service_server::{WebService, WebServiceServer};
 use wisp_proto::webservice::*;
 use wisp_services::web::{Authorized, WebApi};
 
-use crate::gate::{Admit, DecodeBudget, Gate};
+use crate::gate::{Admit, DecodeBudget, Gate, Principal};
 use crate::status::{from_auth_error, from_service_error};
 
 /// Largest message the console may receive (live states and stage logs); what it may
@@ -35,7 +35,12 @@ impl std::fmt::Debug for WebAdmit {
 #[async_trait]
 impl Admit for WebAdmit {
     type Caller = Authorized;
-    async fn admit(&self, method: &str, headers: &http::HeaderMap) -> Result<Authorized, Status> {
+    async fn admit(
+        &self,
+        method: &str,
+        headers: &http::HeaderMap,
+        _source: Option<std::net::IpAddr>,
+    ) -> Result<Authorized, Status> {
         let cookies = headers
             .get_all(http::header::COOKIE)
             .iter()
@@ -50,6 +55,13 @@ impl Admit for WebAdmit {
             .authorize(&caller, method)
             .await
             .map_err(from_service_error)
+    }
+    fn principal(caller: &Authorized) -> Principal {
+        let caller = caller.caller();
+        Principal {
+            project: caller.project_id.clone(),
+            id: format!("user:{}", caller.subject),
+        }
     }
 }
 

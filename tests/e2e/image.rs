@@ -205,6 +205,7 @@ fn spawn_ready(cmd: &mut Command, prefix: &str) -> (Child, SocketAddr) {
             }
             Err(err) => {
                 let _ = child.kill();
+                let _ = child.wait();
                 panic!("{cmd:?} printed no {prefix:?} line: {err}");
             }
         }

@@ -81,9 +81,10 @@ start() {
   fi
   local bin
   bin=$(moto_bin) || { echo "moto.sh: cannot install or run moto_server" >&2; exit 1; }
-  local cmd=("$bin")
+  # moto_server with S3's conditional writes made atomic (scripts/lib/moto_atomic.py);
+  # for start-iam also its IAM signature check fixed (scripts/lib/moto_iam_server.py).
+  local cmd=("$(moto_python)" "$root/scripts/lib/moto_atomic.py")
   if [[ ${1:-} == iam ]]; then
-    # moto_server with its IAM signature check fixed (scripts/lib/moto_iam_server.py).
     cmd=("$(moto_python)" "$root/scripts/lib/moto_iam_server.py")
   fi
   nohup "${cmd[@]}" -H 127.0.0.1 -p "$port" >"$logfile" 2>&1 </dev/null &

@@ -1,4 +1,5 @@
-"""moto_server for scripts/moto.sh start-iam, with one fix to its IAM check: moto
+"""moto_server for scripts/moto.sh start-iam: atomic conditional writes
+(scripts/lib/moto_atomic.py), and one fix to its IAM check: moto
 verifies a request's signature against the URL as Flask decoded it, so a query with an
 escaped character (ListObjectsV2 with `prefix=wisp%2Flog%2F`, as every SDK sends it)
 fails with SignatureDoesNotMatch although the request is correctly signed. Here the
@@ -7,6 +8,7 @@ check sees the query exactly as sent. Arguments as moto_server's.
 
 import sys
 
+import moto_atomic  # noqa: F401  (patches S3's conditional writes on import)
 from moto.core.authorization import ActionAuthenticatorMixin
 from moto.server import main
 

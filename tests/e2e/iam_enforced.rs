@@ -366,7 +366,8 @@ async fn every_scenario_with_the_sam_grants() {
 }
 
 /// The harness can fail: without web-api's grant to write the revocations object, the
-/// revocation scenario fails, and the failure names the AccessDenied.
+/// revocation scenario fails (the console's disable answers that the revocation could not
+/// be shared), and the call moto refused is web-api's PutObject on that object.
 #[tokio::test]
 async fn a_missing_grant_fails_the_scenario() {
     let Some(stack) = IamStack::start(
@@ -382,7 +383,13 @@ async fn a_missing_grant_fails_the_scenario() {
         .expect_err("the scenario must fail without the grant");
     let message = failure.downcast::<String>().map(|m| *m).unwrap_or_default();
     assert!(
-        message.contains("AccessDenied") && message.contains("web-api"),
-        "the failure must name web-api's AccessDenied: {message}"
+        message.contains("revocation could not be shared") || message.contains("AccessDenied"),
+        "the scenario must fail on the unrecorded revocation: {message}"
+    );
+    let denied = stack.access_denied();
+    assert!(
+        denied.iter().any(|d| d.starts_with("web-api: s3:PutObject")
+            && d.contains("revocations.json")),
+        "moto must have refused web-api's PutObject on the revocations object: {denied:?}"
     );
 }

@@ -388,8 +388,9 @@ async fn a_missing_grant_fails_the_scenario() {
     );
     let denied = stack.access_denied();
     assert!(
-        denied.iter().any(|d| d.starts_with("web-api: s3:PutObject")
-            && d.contains("revocations.json")),
+        denied
+            .iter()
+            .any(|d| d.starts_with("web-api: s3:PutObject") && d.contains("revocations.json")),
         "moto must have refused web-api's PutObject on the revocations object: {denied:?}"
     );
 }

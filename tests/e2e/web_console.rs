@@ -13,23 +13,8 @@ use wisp_proto::pipedservice as ps;
 use wisp_proto::webservice as web;
 
 use support::api::report_meta;
-use support::web::{cookie_value, set_cookie};
+use support::web::{cookie_value, session_for, set_cookie};
 use support::{Piped, QUICKSTART, Via, Wisp, assert_status, fixtures, ok};
-
-/// A session for `roles` in `project`, signed with the server's key, as an SSO login
-/// with those roles would give.
-fn session_for(wisp: &Wisp, project: &str, subject: &str, roles: &[&str]) -> String {
-    let key = std::fs::read(wisp.data_dir().join("encryption-key")).expect("the server's key");
-    SessionSigner::new(&key)
-        .sign(&WebCaller {
-            subject: subject.into(),
-            avatar_url: String::new(),
-            project_id: project.into(),
-            roles: roles.iter().map(|r| r.to_string()).collect(),
-            ..Default::default()
-        })
-        .expect("sign a session")
-}
 
 #[tokio::test]
 async fn static_admin_login_sets_a_session_cookie() {

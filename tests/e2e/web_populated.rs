@@ -12,14 +12,13 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use tonic::Code;
-use wisp_auth::{SessionSigner, WebCaller};
 use wisp_proto::apiservice as api;
 use wisp_proto::model::{self, DeploymentStatus};
 use wisp_proto::pipedservice as ps;
 use wisp_proto::webservice as web;
 
 use support::api::report_meta;
-use support::web::WebClient;
+use support::web::{WebClient, session_for};
 use support::{Piped, QUICKSTART, Via, Wisp, assert_status, fixtures, ok};
 
 const OTHER: &str = "other";
@@ -716,21 +715,6 @@ async fn delete_application_stamps_deleted_at_and_freezes_it_as_apiservice_does(
     // The one left is untouched.
     let fe = get_app(&mut console, &frontend).await;
     assert!(!fe.deleted && !fe.disabled && fe.deleted_at == 0);
-}
-
-/// A session for `roles` in `project`, signed with the server's key, as an SSO login
-/// with those roles would give.
-fn session_for(wisp: &Wisp, project: &str, subject: &str, roles: &[&str]) -> String {
-    let key = std::fs::read(wisp.data_dir().join("encryption-key")).expect("the server's key");
-    SessionSigner::new(&key)
-        .sign(&WebCaller {
-            subject: subject.into(),
-            avatar_url: String::new(),
-            project_id: project.into(),
-            roles: roles.iter().map(|r| r.to_string()).collect(),
-            ..Default::default()
-        })
-        .expect("sign a session")
 }
 
 #[tokio::test]

@@ -4,9 +4,8 @@ use clap::Subcommand;
 use serde_json::json;
 use wisp_proto::model;
 use wisp_services::{ServiceError, ops};
-use wisp_store::entities::slot;
 
-use super::admin::{CLI_CREATOR, print_json, require_project, store_failure, usage};
+use super::admin::{CLI_CREATOR, print_json, require_project, usage};
 use super::stores::StoreArgs;
 use crate::error::CliError;
 
@@ -86,12 +85,8 @@ pub async fn run(cmd: ApiKeyCommand) -> Result<(), CliError> {
         } => {
             let opened = stores.open().await?;
             require_project(&opened, &project).await?;
-            let keys = opened
-                .stores
-                .api_keys
-                .list_all(slot::API_KEY_BY_PROJECT, project.clone(), None)
-                .await
-                .map_err(|e| store_failure(e, "list API keys"))?;
+            let keys =
+                ops::api_keys::list_api_keys(&opened.stores.api_keys, &project, None).await?;
             if json {
                 let list: Vec<_> = keys
                     .iter()

@@ -1,4 +1,5 @@
-//! `wisp application add|list`.
+//! `wisp application add|list|enable|disable|delete`, through the same domain
+//! operations as pipectl and the console (`wisp_services::ops::applications`).
 
 use std::collections::HashMap;
 
@@ -6,9 +7,8 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use wisp_proto::model;
 use wisp_services::{ServiceError, ops};
-use wisp_store::entities::slot;
 
-use super::admin::{print_json, require_project, store_failure, usage};
+use super::admin::{print_json, require_project, usage};
 use super::piped::{PipedRef, get_piped};
 use super::stores::StoreArgs;
 use crate::error::CliError;
@@ -26,6 +26,23 @@ pub enum ApplicationCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Enable a disabled application: its piped deploys it again.
+    Enable(ApplicationRef),
+    /// Disable an application: its piped leaves it alone.
+    Disable(ApplicationRef),
+    /// Delete an application (it stays on record, deleted and disabled, and can no longer
+    /// be changed).
+    Delete(ApplicationRef),
+}
+
+#[derive(Debug, Args)]
+pub struct ApplicationRef {
+    #[arg(long)]
+    pub project: String,
+    /// The application id.
+    pub id: String,
+    #[command(flatten)]
+    pub stores: StoreArgs,
 }
 
 #[derive(Debug, Args)]
@@ -77,13 +94,13 @@ pub async fn run(cmd: ApplicationCommand) -> Result<(), CliError> {
         } => {
             let opened = stores.open().await?;
             require_project(&opened, &project).await?;
-            let apps = opened
-                .stores
-                .applications
-                .list_all(slot::APPLICATION_BY_PROJECT, project.clone(), None)
-                .await
-                .map_err(|e| store_failure(e, "list applications"))?;
-            let apps: Vec<_> = apps.into_iter().filter(|a| !a.deleted).collect();
+            let apps = ops::applications::list_applications(
+                &opened.stores.applications,
+                &project,
+                ops::applications::ApplicationQuery::default(),
+            )
+            .await?
+            .items;
             if json {
                 let list: Vec<_> = apps
                     .iter()
@@ -103,7 +120,47 @@ pub async fn run(cmd: ApplicationCommand) -> Result<(), CliError> {
             }
             Ok(())
         }
+        ApplicationCommand::Enable(r) => change(r, Change::Enable).await,
+        ApplicationCommand::Disable(r) => change(r, Change::Disable).await,
+        ApplicationCommand::Delete(r) => change(r, Change::Delete).await,
     }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Enable,
+    Disable,
+    Delete,
+}
+
+async fn change(r: ApplicationRef, change: Change) -> Result<(), CliError> {
+    let opened = r.stores.open().await?;
+    require_project(&opened, &r.project).await?;
+    let applications = &opened.stores.applications;
+    let done = match change {
+        Change::Enable => {
+            ops::applications::set_application_disabled(applications, &r.project, &r.id, false)
+                .await
+                .map(|_| "enabled")
+        }
+        Change::Disable => {
+            ops::applications::set_application_disabled(applications, &r.project, &r.id, true)
+                .await
+                .map(|_| "disabled")
+        }
+        Change::Delete => ops::applications::delete_application(applications, &r.project, &r.id)
+            .await
+            .map(|_| "deleted"),
+    }
+    .map_err(|e| match e {
+        ServiceError::NotFound(_) => usage(format!(
+            "unknown application {} in project {}",
+            r.id, r.project
+        )),
+        other => other.into(),
+    })?;
+    println!("Application {} {done}.", r.id);
+    Ok(())
 }
 
 async fn add_application(a: ApplicationAdd) -> Result<(), CliError> {

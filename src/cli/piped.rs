@@ -5,7 +5,6 @@ use serde_json::json;
 use wisp_proto::model;
 use wisp_services::{ServiceError, ops};
 use wisp_store::StoreError;
-use wisp_store::entities::slot;
 
 use super::admin::{CLI_CREATOR, print_json, require_project, store_failure, usage};
 use crate::error::CliError;
@@ -119,12 +118,7 @@ pub async fn run(cmd: PipedCommand) -> Result<(), CliError> {
         } => {
             let opened = stores.open().await?;
             require_project(&opened, &project).await?;
-            let pipeds = opened
-                .stores
-                .pipeds
-                .list_all(slot::PIPED_BY_PROJECT, project.clone(), None)
-                .await
-                .map_err(|e| store_failure(e, "list pipeds"))?;
+            let pipeds = ops::pipeds::list_pipeds(&opened.stores.pipeds, &project, None).await?;
             if json {
                 let list: Vec<_> = pipeds
                     .iter()

@@ -18,6 +18,7 @@ mod console_browser;
 mod console_sso;
 mod deploy_k8s;
 mod doctor;
+mod domain_ops;
 mod grpc_web;
 mod hostile;
 mod hostile_tenants;

@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use wisp_proto::model;
 use wisp_proto::model::api_key::Role;
-use wisp_store::StoreError;
 use wisp_store::stores::Stores;
 
 pub use wisp_auth::ApiKeyCaller;
@@ -83,36 +82,22 @@ impl ApiApi {
         self.key_usage.record(&self.stores, caller).await;
     }
 
+    /// The objects an RPC names, of any project (checked with [`check_project`] next):
+    /// the domain layer's one lookup, upstream's `getPiped`/`getApplication`/... texts.
     async fn piped(&self, piped_id: &str) -> Result<model::Piped, ServiceError> {
-        self.stores
-            .pipeds
-            .get_any(piped_id)
-            .await
-            .map_err(|e| get_error(e, "Piped", "piped"))
+        crate::ops::find(&self.stores.pipeds, piped_id, "piped").await
     }
 
     async fn application(&self, app_id: &str) -> Result<model::Application, ServiceError> {
-        self.stores
-            .applications
-            .get_any(app_id)
-            .await
-            .map_err(|e| get_error(e, "Application", "application"))
+        crate::ops::applications::get_application(&self.stores.applications, app_id).await
     }
 
     async fn deployment(&self, deployment_id: &str) -> Result<model::Deployment, ServiceError> {
-        self.stores
-            .deployments
-            .get_any(deployment_id)
-            .await
-            .map_err(|e| get_error(e, "Deployment", "deployment"))
+        crate::ops::deployments::get_deployment(&self.stores.deployments, deployment_id).await
     }
 
     async fn command(&self, command_id: &str) -> Result<model::Command, ServiceError> {
-        self.stores
-            .commands
-            .get_any(command_id)
-            .await
-            .map_err(|e| get_error(e, "Command", "command"))
+        crate::ops::commands::get_command(&self.stores.commands, command_id).await
     }
 }
 
@@ -129,22 +114,6 @@ fn require(caller: &ApiKeyCaller, needed: Role) -> Result<(), ServiceError> {
         Err(_) => {
             tracing::warn!(key = %caller.id, role = caller.role, "API key has an invalid role");
             Err(ServiceError::PermissionDenied("Invalid role".into()))
-        }
-    }
-}
-
-/// Upstream's `getPiped`/`getApplication`/...: `NotFound "<X> is not found"` or
-/// `Internal "Failed to get <x>"`.
-fn get_error(err: StoreError, title: &str, lower: &str) -> ServiceError {
-    match err {
-        StoreError::NotFound(_) => ServiceError::NotFound(format!("{title} is not found")),
-        StoreError::Unavailable(msg) => {
-            tracing::warn!(error = %msg, "store unavailable while getting {lower}");
-            ServiceError::Unavailable(format!("Failed to get {lower}: store unavailable"))
-        }
-        other => {
-            tracing::error!(error = %other, "failed to get {lower}");
-            ServiceError::Internal(format!("Failed to get {lower}"))
         }
     }
 }

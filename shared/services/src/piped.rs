@@ -155,11 +155,7 @@ impl PipedApi {
                 if app.piped_id != piped {
                     return Err(app_not_owned(app_id));
                 }
-                if app.deleted {
-                    return Err(ServiceError::InvalidArgument(format!(
-                        "Invalid argument to {what}: cannot update a deleted application"
-                    )));
-                }
+                crate::ops::applications::refuse_deleted(app, "update")?;
                 mutate(app)
             },
         )

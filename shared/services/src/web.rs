@@ -23,7 +23,6 @@ pub mod sso_policy;
 use std::sync::Arc;
 
 use wisp_proto::model;
-use wisp_store::StoreError;
 use wisp_store::collection::{Collection, Entity};
 use wisp_store::stores::Stores;
 
@@ -146,12 +145,7 @@ impl WebApi {
         caller: &Authorized,
         what: &str,
     ) -> Result<E, ServiceError> {
-        let entity = collection.get_any(id).await.map_err(|e| match e {
-            StoreError::NotFound(_) => {
-                ServiceError::NotFound(format!("{} is not found", capitalized(what)))
-            }
-            other => ServiceError::store(other, &format!("get {what}")),
-        })?;
+        let entity = crate::ops::find(collection, id, what).await?;
         if entity.project_id() != caller.project_id() {
             return Err(ServiceError::PermissionDenied(format!(
                 "Requested {what} does not belong to your project"
@@ -169,14 +163,6 @@ impl WebApi {
             ));
         }
         Ok(())
-    }
-}
-
-fn capitalized(what: &str) -> String {
-    let mut chars = what.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
     }
 }
 

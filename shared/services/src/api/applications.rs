@@ -1,17 +1,14 @@
 //! Applications: register, list, sync, update, enable/disable/delete, rename config
 //! files, deploy targets.
 
-use wisp_model::event::contains_labels;
 use wisp_model::validate::Validate;
 use wisp_proto::apiservice::*;
-use wisp_proto::model::{self, ApplicationKind, SyncStrategy, api_key::Role, command};
-use wisp_store::collection::ListOptions;
-use wisp_store::entities::slot;
+use wisp_proto::model::{ApplicationKind, SyncStrategy, api_key::Role};
 
 use super::{ApiApi, ApiKeyCaller, check_project, require};
 use crate::error::ServiceError;
-use crate::ops::applications as ops;
-use crate::support::{new_id, now_unix, update_checked};
+use crate::ops;
+use crate::ops::applications::{self as apps, ApplicationQuery, ApplicationUpdate};
 
 impl ApiApi {
     /// Registers an application on one of the project's pipeds, in a repository that
@@ -26,7 +23,7 @@ impl ApiApi {
         let piped = self.piped(&req.piped_id).await?;
         check_project(caller, &piped.project_id, "piped")?;
         let git_path = req.git_path.unwrap_or_default();
-        let new = ops::NewApplication {
+        let new = apps::NewApplication {
             name: req.name,
             repo_id: git_path.repo.map(|r| r.id).unwrap_or_default(),
             path: git_path.path,
@@ -37,12 +34,12 @@ impl ApiApi {
             labels: req.labels,
             deploy_targets_by_plugin: Default::default(),
         };
-        let app = ops::add_application(
+        let app = apps::add_application(
             &self.stores.applications,
             &caller.project_id,
             &piped,
             new,
-            ops::RepositoryCheck::Reported,
+            apps::RepositoryCheck::Reported,
         )
         .await?;
         Ok(AddApplicationResponse {
@@ -61,20 +58,13 @@ impl ApiApi {
         require(caller, Role::ReadWrite)?;
         let app = self.application(&req.application_id).await?;
         check_project(caller, &app.project_id, "application")?;
-        let cmd = model::Command {
-            id: new_id(),
-            piped_id: app.piped_id.clone(),
-            application_id: app.id.clone(),
-            project_id: app.project_id.clone(),
-            commander: caller.id.clone(),
-            r#type: command::Type::SyncApplication as i32,
-            sync_application: Some(command::SyncApplication {
-                application_id: app.id,
-                sync_strategy: SyncStrategy::Auto as i32,
-            }),
-            ..Default::default()
-        };
-        let cmd = self.add_command(cmd).await?;
+        let cmd = ops::commands::sync_application(
+            &self.stores.commands,
+            &app,
+            &caller.id,
+            SyncStrategy::Auto as i32,
+        )
+        .await?;
         Ok(SyncApplicationResponse { command_id: cmd.id })
     }
 
@@ -112,25 +102,18 @@ impl ApiApi {
                 .ok_or_else(|| ServiceError::InvalidArgument("Invalid application kind".into()))?;
             Some(kind as i32)
         };
-        let matches = |a: &model::Application| {
-            !a.deleted
-                && a.disabled == req.disabled
-                && (req.name.is_empty() || a.name == req.name)
-                && kind.is_none_or(|k| a.kind == k)
-                && (req.piped_id.is_empty() || a.piped_id == req.piped_id)
-                && contains_labels(&a.labels, &req.labels)
+        let query = ApplicationQuery {
+            disabled: Some(req.disabled),
+            kinds: kind.into_iter().collect(),
+            name: req.name,
+            piped_id: req.piped_id,
+            labels: req.labels,
+            limit: usize::try_from(req.limit).unwrap_or(0),
+            cursor: req.cursor,
+            ..Default::default()
         };
-        let mut opts = ListOptions::new(slot::APPLICATION_BY_PROJECT, caller.project_id.clone());
-        opts.descending = true;
-        opts.limit = usize::try_from(req.limit).unwrap_or(0);
-        opts.cursor = req.cursor.clone();
-        opts.filter = Some(&matches);
-        let page = self
-            .stores
-            .applications
-            .list(opts)
-            .await
-            .map_err(|e| ServiceError::store(e, "list applications"))?;
+        let page =
+            apps::list_applications(&self.stores.applications, &caller.project_id, query).await?;
         Ok(ListApplicationsResponse {
             applications: page.items,
             cursor: page.cursor,
@@ -154,22 +137,25 @@ impl ApiApi {
         check_project(caller, &piped.project_id, "piped")?;
         let app = self.application(&req.application_id).await?;
         check_project(caller, &app.project_id, "application")?;
-        let config_filename = req.git_path.map(|g| g.config_filename).unwrap_or_default();
-        let what = format!("update application {}", req.application_id);
-        self.update_live_application(caller, &req.application_id, &what, |app| {
-            app.piped_id = req.piped_id.clone();
-            app.platform_provider = req.platform_provider.clone();
-            app.cloud_provider = req.platform_provider.clone();
-            app.git_path.get_or_insert_default().config_filename = config_filename.clone();
-            Ok(())
-        })
+        let update = ApplicationUpdate {
+            piped_id: req.piped_id,
+            platform_provider: req.platform_provider,
+            config_filename: req.git_path.map(|g| g.config_filename).unwrap_or_default(),
+            ..Default::default()
+        };
+        apps::update_application(
+            &self.stores.applications,
+            &caller.project_id,
+            &req.application_id,
+            update,
+        )
         .await?;
         Ok(UpdateApplicationResponse {
             application_id: req.application_id,
         })
     }
 
-    /// Soft delete: the application stays, deleted and disabled.
+    /// Soft delete: the application stays, deleted and disabled, stamped with the time.
     pub async fn delete_application(
         &self,
         caller: &ApiKeyCaller,
@@ -179,21 +165,7 @@ impl ApiApi {
         require(caller, Role::ReadWrite)?;
         let app = self.application(&req.application_id).await?;
         check_project(caller, &app.project_id, "application")?;
-        let what = format!("delete application {}", app.id);
-        let now = now_unix();
-        update_checked(
-            &self.stores.applications,
-            &caller.project_id,
-            &app.id,
-            &what,
-            |app| {
-                app.deleted = true;
-                app.disabled = true;
-                app.deleted_at = now;
-                Ok(())
-            },
-        )
-        .await?;
+        apps::delete_application(&self.stores.applications, &caller.project_id, &app.id).await?;
         Ok(DeleteApplicationResponse {
             application_id: app.id,
         })
@@ -248,11 +220,16 @@ impl ApiApi {
             }
         }
         for app_id in &req.application_ids {
-            let what = format!("update config file name of application {app_id}");
-            self.update_live_application(caller, app_id, &what, |app| {
-                app.git_path.get_or_insert_default().config_filename = req.new_filename.clone();
-                Ok(())
-            })
+            apps::change_application(
+                &self.stores.applications,
+                &caller.project_id,
+                app_id,
+                "update",
+                |app| {
+                    app.git_path.get_or_insert_default().config_filename = req.new_filename.clone();
+                    Ok(())
+                },
+            )
             .await?;
         }
         Ok(RenameApplicationConfigFileResponse {})
@@ -273,11 +250,16 @@ impl ApiApi {
                 req.application_id
             )));
         }
-        let what = format!("update deploy targets of application {}", app.id);
-        self.update_live_application(caller, &app.id, &what, |app| {
-            app.deploy_targets_by_plugin = req.deploy_targets_by_plugin.clone();
-            Ok(())
-        })
+        apps::change_application(
+            &self.stores.applications,
+            &caller.project_id,
+            &app.id,
+            "update",
+            |app| {
+                app.deploy_targets_by_plugin = req.deploy_targets_by_plugin.clone();
+                Ok(())
+            },
+        )
         .await?;
         Ok(UpdateApplicationDeployTargetsResponse {})
     }
@@ -290,53 +272,13 @@ impl ApiApi {
     ) -> Result<String, ServiceError> {
         let app = self.application(app_id).await?;
         check_project(caller, &app.project_id, "application")?;
-        let verb = if disabled { "disable" } else { "enable" };
-        let what = format!("{verb} application {app_id}");
-        update_checked(
+        apps::set_application_disabled(
             &self.stores.applications,
             &caller.project_id,
             app_id,
-            &what,
-            |app| {
-                if app.deleted {
-                    return Err(ServiceError::InvalidArgument(format!(
-                        "Invalid argument to {what}: cannot {verb} a deleted application"
-                    )));
-                }
-                app.disabled = disabled;
-                Ok(())
-            },
+            disabled,
         )
         .await?;
         Ok(app.id)
-    }
-
-    /// Read-modify-write of an application of the caller's project that is not deleted
-    /// (upstream refuses to update deleted applications with InvalidArgument).
-    async fn update_live_application<F>(
-        &self,
-        caller: &ApiKeyCaller,
-        app_id: &str,
-        what: &str,
-        mut mutate: F,
-    ) -> Result<model::Application, ServiceError>
-    where
-        F: FnMut(&mut model::Application) -> Result<(), ServiceError> + Send,
-    {
-        update_checked(
-            &self.stores.applications,
-            &caller.project_id,
-            app_id,
-            what,
-            |app| {
-                if app.deleted {
-                    return Err(ServiceError::InvalidArgument(format!(
-                        "Invalid argument to {what}: cannot update a deleted application"
-                    )));
-                }
-                mutate(app)
-            },
-        )
-        .await
     }
 }

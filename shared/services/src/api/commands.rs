@@ -32,9 +32,6 @@ impl ApiApi {
         &self,
         cmd: model::Command,
     ) -> Result<model::Command, ServiceError> {
-        self.stores.commands.create(cmd).await.map_err(|e| {
-            tracing::error!(error = %e, "failed to create command");
-            ServiceError::store(e, "create command")
-        })
+        crate::ops::commands::add_command(&self.stores.commands, cmd).await
     }
 }

@@ -2,16 +2,14 @@
 
 use std::collections::HashMap;
 
-use wisp_model::event::contains_labels;
 use wisp_model::validate::Validate;
 use wisp_proto::apiservice::*;
-use wisp_proto::model::{self, ApplicationKind, DeploymentStatus, api_key::Role};
+use wisp_proto::model::{ApplicationKind, DeploymentStatus, api_key::Role};
 use wisp_store::StoreError;
-use wisp_store::collection::ListOptions;
-use wisp_store::entities::{pk, slot};
 
 use super::{ApiApi, ApiKeyCaller, check_project, require};
 use crate::error::ServiceError;
+use crate::ops::deployments::{self as ops, DeploymentQuery};
 
 /// The stage upstream adds to every pipeline on its own; it has no logs until it runs.
 const ROLLBACK_STAGE: &str = "ROLLBACK";
@@ -31,14 +29,9 @@ impl ApiApi {
         })
     }
 
-    /// The project's deployments, most recently updated first, filtered by status and
-    /// kind (enum names, e.g. `DEPLOYMENT_SUCCESS`, `KUBERNETES`), application id,
-    /// application name and labels. `limit` 0 means all; the cursor is empty on the last
-    /// page.
-    ///
-    /// Deviation: every given status, kind and application id is matched (upstream uses
-    /// only the first of each). With exactly one application id, that application's
-    /// index is read instead of the project's.
+    /// The project's deployments ([`ops::list_deployments`]), filtered by status and kind
+    /// (enum names, e.g. `DEPLOYMENT_SUCCESS`, `KUBERNETES`), application id, application
+    /// name and labels. `limit` 0 means all; the cursor is empty on the last page.
     pub async fn list_deployments(
         &self,
         caller: &ApiKeyCaller,
@@ -60,36 +53,18 @@ impl ApiApi {
             })?;
             kinds.push(kind as i32);
         }
-        let app_ids: Vec<&str> = req
-            .application_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !id.is_empty())
-            .collect();
-        let matches = |d: &model::Deployment| {
-            (statuses.is_empty() || statuses.contains(&d.status))
-                && (kinds.is_empty() || kinds.contains(&d.kind))
-                && (app_ids.is_empty() || app_ids.contains(&d.application_id.as_str()))
-                && (req.application_name.is_empty() || d.application_name == req.application_name)
-                && contains_labels(&d.labels, &req.labels)
+        let query = DeploymentQuery {
+            statuses,
+            kinds,
+            application_ids: req.application_ids,
+            application_name: req.application_name,
+            labels: req.labels,
+            limit: usize::try_from(req.limit).unwrap_or(0),
+            cursor: req.cursor,
+            ..Default::default()
         };
-        let mut opts = match app_ids.as_slice() {
-            [only] => ListOptions::new(
-                slot::DEPLOYMENT_BY_APPLICATION,
-                pk::project_application(&caller.project_id, only),
-            ),
-            _ => ListOptions::new(slot::DEPLOYMENT_BY_PROJECT, caller.project_id.clone()),
-        };
-        opts.descending = true;
-        opts.limit = usize::try_from(req.limit).unwrap_or(0);
-        opts.cursor = req.cursor.clone();
-        opts.filter = Some(&matches);
-        let page = self
-            .stores
-            .deployments
-            .list(opts)
-            .await
-            .map_err(|e| ServiceError::store(e, "get deployments"))?;
+        let page =
+            ops::list_deployments(&self.stores.deployments, &caller.project_id, query).await?;
         Ok(ListDeploymentsResponse {
             deployments: page.items,
             cursor: page.cursor,

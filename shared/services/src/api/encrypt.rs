@@ -5,8 +5,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use rsa::RsaPublicKey;
 use wisp_model::validate::Validate;
 use wisp_proto::apiservice::*;
@@ -14,7 +12,7 @@ use wisp_proto::model::api_key::Role;
 
 use super::{ApiApi, ApiKeyCaller, check_project, require};
 use crate::error::ServiceError;
-use crate::hybrid;
+use crate::ops::secrets as ops;
 
 /// How long a piped's public key is used without reading the piped again (upstream's).
 const PUBLIC_KEY_TTL: Duration = Duration::from_secs(5 * 60);
@@ -39,26 +37,14 @@ impl ApiApi {
             None => {
                 let piped = self.piped(&req.piped_id).await?;
                 check_project(caller, &piped.project_id, "piped")?;
-                let pem = hybrid::public_key_pem(piped.secret_encryption.as_ref())?;
-                let key = hybrid::parse_public_key_pem(pem).map_err(|e| {
-                    tracing::error!(error = %e, piped = %req.piped_id, "failed to parse the piped's public key");
-                    ServiceError::InvalidArgument("Invalid public key".into())
-                })?;
+                let key = ops::piped_public_key(&piped)?;
                 let key = Arc::new(key);
                 self.public_keys
                     .put(&caller.project_id, &req.piped_id, key.clone());
                 key
             }
         };
-        let plaintext = if req.base64_encoding {
-            STANDARD.encode(req.plaintext.as_bytes())
-        } else {
-            req.plaintext
-        };
-        let ciphertext = hybrid::encrypt(&key, plaintext.as_bytes()).map_err(|e| {
-            tracing::error!(error = %e, "failed to encrypt the secret");
-            ServiceError::FailedPrecondition("Failed to encrypt the secret".into())
-        })?;
+        let ciphertext = ops::seal(&key, req.plaintext, req.base64_encoding)?;
         Ok(EncryptResponse { ciphertext })
     }
 }

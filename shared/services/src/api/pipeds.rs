@@ -2,12 +2,11 @@
 
 use wisp_model::validate::Validate;
 use wisp_proto::apiservice::*;
-use wisp_proto::model::{self, api_key::Role};
+use wisp_proto::model::api_key::Role;
 
 use super::{ApiApi, ApiKeyCaller, check_project, require};
 use crate::error::ServiceError;
 use crate::ops::pipeds as ops;
-use crate::support::update_checked;
 
 impl ApiApi {
     /// A piped of the project, its key hashes redacted.
@@ -18,9 +17,8 @@ impl ApiApi {
     ) -> Result<GetPipedResponse, ServiceError> {
         req.validate()?;
         require(caller, Role::ReadOnly)?;
-        let mut piped = self.piped(&req.piped_id).await?;
+        let piped = ops::get_piped(&self.stores.pipeds, &req.piped_id).await?;
         check_project(caller, &piped.project_id, "piped")?;
-        ops::redact_piped(&mut piped);
         Ok(GetPipedResponse { piped: Some(piped) })
     }
 
@@ -50,10 +48,14 @@ impl ApiApi {
         req: UpdatePipedRequest,
     ) -> Result<UpdatePipedResponse, ServiceError> {
         req.validate()?;
-        self.change_piped(caller, &req.piped_id, |piped| {
-            piped.name = req.name.clone();
-            piped.desc = req.desc.clone();
-        })
+        self.owned_piped(caller, &req.piped_id).await?;
+        ops::update_piped(
+            &self.stores.pipeds,
+            &caller.project_id,
+            &req.piped_id,
+            &req.name,
+            &req.desc,
+        )
         .await?;
         Ok(UpdatePipedResponse {})
     }
@@ -93,32 +95,6 @@ impl ApiApi {
                 "Requested piped doesn't belong to your project".into(),
             ));
         }
-        Ok(())
-    }
-
-    /// [`Self::owned_piped`], then `change` applied to the stored piped.
-    async fn change_piped<F>(
-        &self,
-        caller: &ApiKeyCaller,
-        piped_id: &str,
-        mut change: F,
-    ) -> Result<(), ServiceError>
-    where
-        F: FnMut(&mut model::Piped) + Send,
-    {
-        self.owned_piped(caller, piped_id).await?;
-        let what = format!("update piped {piped_id}");
-        update_checked(
-            &self.stores.pipeds,
-            &caller.project_id,
-            piped_id,
-            &what,
-            |piped| {
-                change(piped);
-                Ok(())
-            },
-        )
-        .await?;
         Ok(())
     }
 }

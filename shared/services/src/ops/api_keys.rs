@@ -1,7 +1,8 @@
-//! API keys (for pipectl): create one (the key returned once), disable one.
+//! API keys (for pipectl): create one (the key returned once), list them, disable one.
 
 use wisp_proto::model::{self, api_key::Role};
-use wisp_store::collection::Collection;
+use wisp_store::collection::{Collection, ListOptions};
+use wisp_store::entities::slot;
 use wisp_store::revocations::Revoked;
 use wisp_store::stores::Stores;
 
@@ -76,6 +77,30 @@ pub async fn disable_api_key(
     )
     .await?;
     Ok(key)
+}
+
+/// The project's API keys, hashes redacted; only the enabled (`Some(true)`) or disabled
+/// (`Some(false)`) ones when asked.
+pub async fn list_api_keys(
+    api_keys: &Collection<model::ApiKey>,
+    project_id: &str,
+    enabled: Option<bool>,
+) -> Result<Vec<model::ApiKey>, ServiceError> {
+    let matches = |k: &model::ApiKey| enabled.is_none_or(|e| k.disabled != e);
+    let mut opts = ListOptions::new(slot::API_KEY_BY_PROJECT, project_id.to_string());
+    opts.filter = Some(&matches);
+    let page = api_keys
+        .list(opts)
+        .await
+        .map_err(|e| ServiceError::store(e, "list API keys"))?;
+    Ok(page
+        .items
+        .into_iter()
+        .map(|mut k| {
+            redact_api_key(&mut k);
+            k
+        })
+        .collect())
 }
 
 /// The key as clients may see it: its hash redacted.

@@ -1,13 +1,48 @@
-//! Domain operations on a project's pipeds and API keys, each written once: the CLI,
-//! APIService, WebService and the simulator call these. A caller decides who may act
-//! (roles, ownership answers of its own protocol); an operation applies the domain's
-//! rules and does the write, scoped to the project it is given, so that an object of
-//! another project reads as NotFound.
+//! The domain layer: every operation that more than one entry point performs (the CLI,
+//! APIService, WebService, the PipedService helpers, the simulator) is one function
+//! here, so that each rule has one wording and each write one shape whichever way it
+//! comes in. A caller decides who may act (roles, ownership answers of its own
+//! protocol) and maps its request to a call and the result to its reply; an operation
+//! applies the domain's rules and does the write, scoped to the project it is given, so
+//! that an object of another project reads as NotFound.
 
 pub mod api_keys;
 pub mod applications;
+pub mod commands;
+pub mod deployments;
 pub mod pipeds;
 pub mod projects;
+#[cfg(any(feature = "api", feature = "web"))]
+pub mod secrets;
+
+use wisp_store::StoreError;
+use wisp_store::collection::{Collection, Entity};
+
+use crate::error::ServiceError;
+
+/// An object of any project by id (the caller then checks whose it is, with its own
+/// protocol's answer): upstream's `getPiped`/`getApplication`/... shared by APIService
+/// and WebService: NotFound `"<What> is not found"`, other store failures as
+/// [`ServiceError::store`] of `"get <what>"`.
+pub async fn find<E: Entity>(
+    collection: &Collection<E>,
+    id: &str,
+    what: &str,
+) -> Result<E, ServiceError> {
+    collection.get_any(id).await.map_err(|e| match e {
+        StoreError::NotFound(_) => ServiceError::NotFound(format!("{} is not found", title(what))),
+        other => ServiceError::store(other, &format!("get {what}")),
+    })
+}
+
+/// `what` with its first letter in upper case ("application" -> "Application").
+fn title(what: &str) -> String {
+    let mut chars = what.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
 
 /// What replaces a secret (a key hash, a password hash) in objects handed to clients
 /// (upstream's text).

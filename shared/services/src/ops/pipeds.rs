@@ -1,8 +1,9 @@
-//! Pipeds: register one (its key returned once), add a key, keep only the newest key,
-//! enable and disable.
+//! Pipeds: register one (its key returned once), read and list them, rename, add a key,
+//! keep only the newest key, enable and disable.
 
 use wisp_proto::model;
-use wisp_store::collection::Collection;
+use wisp_store::collection::{Collection, ListOptions};
+use wisp_store::entities::slot;
 use wisp_store::revocations::Revoked;
 use wisp_store::stores::Stores;
 
@@ -62,6 +63,58 @@ pub async fn register_piped(
         .await
         .map_err(|e| ServiceError::store(e, &what))?;
     Ok((piped, key))
+}
+
+/// A piped of any project (the caller checks whose it is), key hashes redacted.
+pub async fn get_piped(
+    pipeds: &Collection<model::Piped>,
+    id: &str,
+) -> Result<model::Piped, ServiceError> {
+    let mut piped = super::find(pipeds, id, "piped").await?;
+    redact_piped(&mut piped);
+    Ok(piped)
+}
+
+/// The project's pipeds, key hashes redacted; only the enabled (`Some(true)`) or
+/// disabled (`Some(false)`) ones when asked.
+pub async fn list_pipeds(
+    pipeds: &Collection<model::Piped>,
+    project_id: &str,
+    enabled: Option<bool>,
+) -> Result<Vec<model::Piped>, ServiceError> {
+    let matches = |p: &model::Piped| enabled.is_none_or(|e| p.disabled != e);
+    let mut opts = ListOptions::new(slot::PIPED_BY_PROJECT, project_id.to_string());
+    opts.filter = Some(&matches);
+    let page = pipeds
+        .list(opts)
+        .await
+        .map_err(|e| ServiceError::store(e, "list pipeds"))?;
+    Ok(page
+        .items
+        .into_iter()
+        .map(|mut p| {
+            redact_piped(&mut p);
+            p
+        })
+        .collect())
+}
+
+/// Renames a piped and sets its description (the name as [`register_piped`] wants it).
+pub async fn update_piped(
+    pipeds: &Collection<model::Piped>,
+    project_id: &str,
+    piped_id: &str,
+    name: &str,
+    desc: &str,
+) -> Result<model::Piped, ServiceError> {
+    check_name(name)?;
+    let what = format!("update piped {piped_id}");
+    update_checked(pipeds, project_id, piped_id, &what, |p| {
+        p.name = name.to_string();
+        p.desc = desc.to_string();
+        Ok(())
+    })
+    .await
 }
 
 /// Adds a fresh key in front of the piped's keys (it keeps working with the old one

@@ -2,8 +2,6 @@
 
 use wisp_proto::model;
 use wisp_proto::webservice::*;
-use wisp_store::collection::ListOptions;
-use wisp_store::entities::slot;
 
 use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
@@ -17,7 +15,7 @@ impl WebApi {
         caller: &Authorized,
         req: GenerateApiKeyRequest,
     ) -> Result<GenerateApiKeyResponse, ServiceError> {
-        required("name", &req.name)?;
+        // A blank name is refused by the operation, in its words.
         let role = model::api_key::Role::try_from(req.role).map_err(|_| {
             ServiceError::InvalidArgument(format!("invalid request: unknown role {}", req.role))
         })?;
@@ -53,23 +51,7 @@ impl WebApi {
         req: ListApiKeysRequest,
     ) -> Result<ListApiKeysResponse, ServiceError> {
         let enabled = req.options.and_then(|o| o.enabled);
-        let matches = |k: &model::ApiKey| enabled.is_none_or(|e| k.disabled != e);
-        let mut opts = ListOptions::new(slot::API_KEY_BY_PROJECT, caller.project_id().to_string());
-        opts.filter = Some(&matches);
-        let page = self
-            .stores
-            .api_keys
-            .list(opts)
-            .await
-            .map_err(|e| ServiceError::store(e, "list API keys"))?;
-        let keys = page
-            .items
-            .into_iter()
-            .map(|mut k| {
-                ops::redact_api_key(&mut k);
-                k
-            })
-            .collect();
+        let keys = ops::list_api_keys(&self.stores.api_keys, caller.project_id(), enabled).await?;
         Ok(ListApiKeysResponse { keys })
     }
 }

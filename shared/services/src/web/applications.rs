@@ -1,18 +1,14 @@
 //! WebService: applications (add, update, enable/disable/delete, list, sync, sealed
 //! secrets, unregistered ones, live state).
 
-use wisp_model::event::contains_labels;
-use wisp_proto::model::{self, command};
+use wisp_proto::model;
 use wisp_proto::webservice::*;
 use wisp_store::StoreError;
-use wisp_store::collection::ListOptions;
-use wisp_store::entities::slot;
 
 use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
-use crate::hybrid;
-use crate::ops::applications as ops;
-use crate::support::{new_id, now_unix, update_checked};
+use crate::ops;
+use crate::ops::applications::{self as apps, ApplicationQuery, ApplicationUpdate};
 
 impl WebApi {
     /// Adds an application on one of the project's pipeds, from a repository that piped
@@ -31,7 +27,7 @@ impl WebApi {
         let piped = self
             .owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
-        let new = ops::NewApplication {
+        let new = apps::NewApplication {
             name: req.name,
             repo_id,
             path: git_path.path,
@@ -42,12 +38,12 @@ impl WebApi {
             labels: req.labels,
             deploy_targets_by_plugin: req.deploy_targets_by_plugin,
         };
-        let app = ops::add_application(
+        let app = apps::add_application(
             &self.stores.applications,
             caller.project_id(),
             &piped,
             new,
-            ops::RepositoryCheck::Reported,
+            apps::RepositoryCheck::Reported,
         )
         .await?;
         Ok(AddApplicationResponse {
@@ -65,26 +61,30 @@ impl WebApi {
         // The new piped must be the caller's too.
         self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
-        self.change_application(caller, &req.application_id, |app| {
-            // As APIService (and upstream's updaters): a deleted application is frozen.
-            if app.deleted {
-                return Err(ServiceError::InvalidArgument(format!(
-                    "Invalid argument to update application {}: cannot update a deleted application",
-                    app.id
-                )));
-            }
-            if !req.name.is_empty() {
-                app.name = req.name.clone();
-            }
-            app.piped_id = req.piped_id.clone();
-            app.kind = req.kind;
-            app.platform_provider = req.platform_provider.clone();
-            app.deploy_targets_by_plugin = req.deploy_targets_by_plugin.clone();
-            if let Some(path) = app.git_path.as_mut() {
-                path.config_filename = req.config_filename.clone();
-            }
-            Ok(())
-        })
+        self.owned(
+            &self.stores.applications,
+            &req.application_id,
+            caller,
+            "application",
+        )
+        .await?;
+        // Deviation: upstream writes only the piped, platform provider, config file and
+        // deploy targets of what the console sends; here the name (when not empty) and
+        // the kind are written too, so the edit the console shows is the one stored.
+        let update = ApplicationUpdate {
+            piped_id: req.piped_id,
+            platform_provider: req.platform_provider,
+            config_filename: req.config_filename,
+            name: Some(req.name),
+            kind: Some(req.kind),
+            deploy_targets_by_plugin: Some(req.deploy_targets_by_plugin),
+        };
+        apps::update_application(
+            &self.stores.applications,
+            caller.project_id(),
+            &req.application_id,
+            update,
+        )
         .await?;
         Ok(UpdateApplicationResponse {})
     }
@@ -109,21 +109,26 @@ impl WebApi {
         Ok(DisableApplicationResponse {})
     }
 
-    /// Soft delete, as upstream and APIService: the application stays, deleted and
-    /// disabled, stamped with the time of its deletion.
+    /// Soft delete ([`apps::delete_application`], as APIService): the application stays,
+    /// deleted and disabled, stamped with the time of its deletion.
     pub async fn delete_application(
         &self,
         caller: &Authorized,
         req: DeleteApplicationRequest,
     ) -> Result<DeleteApplicationResponse, ServiceError> {
         required("application_id", &req.application_id)?;
-        let now = now_unix();
-        self.change_application(caller, &req.application_id, |app| {
-            app.deleted = true;
-            app.disabled = true;
-            app.deleted_at = now;
-            Ok(())
-        })
+        self.owned(
+            &self.stores.applications,
+            &req.application_id,
+            caller,
+            "application",
+        )
+        .await?;
+        apps::delete_application(
+            &self.stores.applications,
+            caller.project_id(),
+            &req.application_id,
+        )
         .await?;
         Ok(DeleteApplicationResponse {})
     }
@@ -139,29 +144,17 @@ impl WebApi {
         req: ListApplicationsRequest,
     ) -> Result<ListApplicationsResponse, ServiceError> {
         let options = req.options.unwrap_or_default();
-        let matches = |a: &model::Application| {
-            let sync_status = a.sync_state.as_ref().map(|s| s.status).unwrap_or_default();
-            !a.deleted
-                && options.enabled.is_none_or(|e| a.disabled != e)
-                && (options.kinds.is_empty() || options.kinds.contains(&a.kind))
-                && (options.sync_statuses.is_empty()
-                    || options.sync_statuses.contains(&sync_status))
-                && (options.name.is_empty() || a.name == options.name)
-                && (options.piped_id.is_empty() || a.piped_id == options.piped_id)
-                && contains_labels(&a.labels, &options.labels)
+        let query = ApplicationQuery {
+            disabled: options.enabled.map(|e| !e),
+            kinds: options.kinds,
+            sync_statuses: options.sync_statuses,
+            name: options.name,
+            piped_id: options.piped_id,
+            labels: options.labels,
+            ..Default::default()
         };
-        let mut opts = ListOptions::new(
-            slot::APPLICATION_BY_PROJECT,
-            caller.project_id().to_string(),
-        );
-        opts.descending = true;
-        opts.filter = Some(&matches);
-        let page = self
-            .stores
-            .applications
-            .list(opts)
-            .await
-            .map_err(|e| ServiceError::store(e, "list applications"))?;
+        let page =
+            apps::list_applications(&self.stores.applications, caller.project_id(), query).await?;
         Ok(ListApplicationsResponse {
             applications: page.items,
         })
@@ -182,20 +175,13 @@ impl WebApi {
                 "application",
             )
             .await?;
-        let cmd = model::Command {
-            id: new_id(),
-            piped_id: app.piped_id.clone(),
-            application_id: app.id.clone(),
-            project_id: app.project_id.clone(),
-            commander: caller.subject().to_string(),
-            r#type: command::Type::SyncApplication as i32,
-            sync_application: Some(command::SyncApplication {
-                application_id: app.id,
-                sync_strategy: req.sync_strategy,
-            }),
-            ..Default::default()
-        };
-        let cmd = self.add_command(cmd).await?;
+        let cmd = ops::commands::sync_application(
+            &self.stores.commands,
+            &app,
+            caller.subject(),
+            req.sync_strategy,
+        )
+        .await?;
         Ok(SyncApplicationResponse { command_id: cmd.id })
     }
 
@@ -219,7 +205,8 @@ impl WebApi {
     }
 
     /// `data` (base64-encoded first if asked) sealed with the piped's public key, for an
-    /// application's config: only that piped can open it.
+    /// application's config: only that piped can open it ([`ops::secrets`], as pipectl's
+    /// encrypt).
     pub async fn generate_application_sealed_secret(
         &self,
         caller: &Authorized,
@@ -230,21 +217,8 @@ impl WebApi {
         let piped = self
             .owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
-        let pem = hybrid::public_key_pem(piped.secret_encryption.as_ref())?;
-        let key = hybrid::parse_public_key_pem(pem).map_err(|e| {
-            tracing::error!(error = %e, piped = %piped.id, "the piped's public key is unreadable");
-            ServiceError::FailedPrecondition("The piped's public key is invalid".into())
-        })?;
-        let plaintext = if req.base64_encoding {
-            use base64::Engine;
-            base64::engine::general_purpose::STANDARD.encode(req.data.as_bytes())
-        } else {
-            req.data
-        };
-        let data = hybrid::encrypt(&key, plaintext.as_bytes()).map_err(|e| {
-            tracing::error!(error = %e, "failed to seal a secret");
-            ServiceError::Internal("Failed to encrypt the secret".into())
-        })?;
+        let key = ops::secrets::piped_public_key(&piped)?;
+        let data = ops::secrets::seal(&key, req.data, req.base64_encoding)?;
         Ok(GenerateApplicationSealedSecretResponse { data })
     }
 
@@ -299,29 +273,6 @@ impl WebApi {
         disabled: bool,
     ) -> Result<(), ServiceError> {
         required("application_id", application_id)?;
-        self.change_application(caller, application_id, |app| {
-            if app.deleted {
-                return Err(ServiceError::InvalidArgument(format!(
-                    "application {} is deleted",
-                    app.id
-                )));
-            }
-            app.disabled = disabled;
-            Ok(())
-        })
-        .await?;
-        Ok(())
-    }
-
-    async fn change_application<F>(
-        &self,
-        caller: &Authorized,
-        application_id: &str,
-        mutate: F,
-    ) -> Result<model::Application, ServiceError>
-    where
-        F: FnMut(&mut model::Application) -> Result<(), ServiceError> + Send,
-    {
         self.owned(
             &self.stores.applications,
             application_id,
@@ -329,14 +280,14 @@ impl WebApi {
             "application",
         )
         .await?;
-        update_checked(
+        apps::set_application_disabled(
             &self.stores.applications,
             caller.project_id(),
             application_id,
-            &format!("update application {application_id}"),
-            mutate,
+            disabled,
         )
-        .await
+        .await?;
+        Ok(())
     }
 }
 

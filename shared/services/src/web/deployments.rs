@@ -1,17 +1,17 @@
 //! WebService: deployments (list, get, stage logs) and the operator's actions on them
 //! (cancel, skip an analysis, approve), each a command the deployment's piped executes.
 
-use wisp_model::event::contains_labels;
 use wisp_model::status::{is_deployment_completed, is_stage_completed};
 use wisp_proto::model::{self, command};
 use wisp_proto::webservice::*;
 use wisp_store::StoreError;
 use wisp_store::collection::ListOptions;
 use wisp_store::collection::sort_ts;
-use wisp_store::entities::{pk, slot};
+use wisp_store::entities::slot;
 
 use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
+use crate::ops::deployments::DeploymentQuery;
 use crate::support::new_id;
 
 /// The console's page size when it asks for none.
@@ -25,52 +25,32 @@ const APPROVERS_METADATA_KEY: &str = "Approvers";
 const ANALYSIS_STAGE: &str = "ANALYSIS";
 
 impl WebApi {
-    /// The project's deployments, most recently updated first, updated at or after
-    /// `page_min_updated_at`, filtered by status, kind, application and labels; the
-    /// cursor is empty on the last page. A request without `options` is unfiltered.
-    ///
-    /// Deviation: every given status, kind and application id is matched (upstream uses
-    /// only the first of each).
+    /// The project's deployments ([`crate::ops::deployments::list_deployments`]) updated
+    /// at or after `page_min_updated_at`, filtered by status, kind, application and
+    /// labels; the cursor is empty on the last page. A request without `options` is
+    /// unfiltered.
     pub async fn list_deployments(
         &self,
         caller: &Authorized,
         req: ListDeploymentsRequest,
     ) -> Result<ListDeploymentsResponse, ServiceError> {
         let options = req.options.unwrap_or_default();
-        let app_ids: Vec<&str> = options
-            .application_ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !id.is_empty())
-            .collect();
-        let matches = |d: &model::Deployment| {
-            (options.statuses.is_empty() || options.statuses.contains(&d.status))
-                && (options.kinds.is_empty() || options.kinds.contains(&d.kind))
-                && (app_ids.is_empty() || app_ids.contains(&d.application_id.as_str()))
-                && (options.application_name.is_empty()
-                    || d.application_name == options.application_name)
-                && contains_labels(&d.labels, &options.labels)
+        let query = DeploymentQuery {
+            statuses: options.statuses,
+            kinds: options.kinds,
+            application_ids: options.application_ids,
+            application_name: options.application_name,
+            labels: options.labels,
+            min_updated_at: req.page_min_updated_at,
+            limit: page_size(req.page_size),
+            cursor: req.cursor,
         };
-        let mut opts = match app_ids.as_slice() {
-            [only] => ListOptions::new(
-                slot::DEPLOYMENT_BY_APPLICATION,
-                pk::project_application(caller.project_id(), only),
-            ),
-            _ => ListOptions::new(slot::DEPLOYMENT_BY_PROJECT, caller.project_id().to_string()),
-        };
-        if req.page_min_updated_at > 0 {
-            opts.sk_from = Some(sort_ts(req.page_min_updated_at));
-        }
-        opts.descending = true;
-        opts.limit = page_size(req.page_size);
-        opts.cursor = req.cursor.clone();
-        opts.filter = Some(&matches);
-        let page = self
-            .stores
-            .deployments
-            .list(opts)
-            .await
-            .map_err(|e| ServiceError::store(e, "list deployments"))?;
+        let page = crate::ops::deployments::list_deployments(
+            &self.stores.deployments,
+            caller.project_id(),
+            query,
+        )
+        .await?;
         Ok(ListDeploymentsResponse {
             deployments: page.items,
             cursor: page.cursor,

@@ -3,19 +3,12 @@
 
 use wisp_proto::model::{self, command, piped::ConnectionStatus};
 use wisp_proto::webservice::*;
-use wisp_store::collection::ListOptions;
-use wisp_store::entities::slot;
 use wisp_store::pipedstat::PipedStatStore;
 
 use super::{Authorized, WebApi, required};
 use crate::error::ServiceError;
 use crate::ops::pipeds as ops;
 use crate::support::{new_id, now_unix, update_checked};
-
-fn redact(mut piped: model::Piped) -> model::Piped {
-    ops::redact_piped(&mut piped);
-    piped
-}
 
 impl WebApi {
     /// Creates a piped with a fresh key; the key is returned this once, only its bcrypt
@@ -25,7 +18,6 @@ impl WebApi {
         caller: &Authorized,
         req: RegisterPipedRequest,
     ) -> Result<RegisterPipedResponse, ServiceError> {
-        required("name", &req.name)?;
         let (piped, key) = ops::register_piped(
             &self.stores.pipeds,
             caller.project_id(),
@@ -43,12 +35,15 @@ impl WebApi {
         req: UpdatePipedRequest,
     ) -> Result<UpdatePipedResponse, ServiceError> {
         required("piped_id", &req.piped_id)?;
-        required("name", &req.name)?;
-        self.change_piped(caller, &req.piped_id, |p| {
-            p.name = req.name.clone();
-            p.desc = req.desc.clone();
-            Ok(())
-        })
+        self.owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
+            .await?;
+        ops::update_piped(
+            &self.stores.pipeds,
+            caller.project_id(),
+            &req.piped_id,
+            &req.name,
+            &req.desc,
+        )
         .await?;
         Ok(UpdatePipedResponse {})
     }
@@ -122,19 +117,10 @@ impl WebApi {
         req: ListPipedsRequest,
     ) -> Result<ListPipedsResponse, ServiceError> {
         let enabled = req.options.and_then(|o| o.enabled);
-        let matches = |p: &model::Piped| enabled.is_none_or(|e| p.disabled != e);
-        let mut opts = ListOptions::new(slot::PIPED_BY_PROJECT, caller.project_id().to_string());
-        opts.filter = Some(&matches);
-        let page = self
-            .stores
-            .pipeds
-            .list(opts)
-            .await
-            .map_err(|e| ServiceError::store(e, "list pipeds"))?;
+        let listed = ops::list_pipeds(&self.stores.pipeds, caller.project_id(), enabled).await?;
         let now = now_unix();
-        let mut pipeds = Vec::with_capacity(page.items.len());
-        for piped in page.items {
-            let mut piped = redact(piped);
+        let mut pipeds = Vec::with_capacity(listed.len());
+        for mut piped in listed {
             if req.with_status {
                 piped.status = match self.stores.piped_stats.get(&piped.id).await {
                     Ok(Some(stat)) if PipedStatStore::is_online(&stat, now) => {
@@ -158,12 +144,11 @@ impl WebApi {
         req: GetPipedRequest,
     ) -> Result<GetPipedResponse, ServiceError> {
         required("piped_id", &req.piped_id)?;
-        let piped = self
+        let mut piped = self
             .owned(&self.stores.pipeds, &req.piped_id, caller, "piped")
             .await?;
-        Ok(GetPipedResponse {
-            piped: Some(redact(piped)),
-        })
+        ops::redact_piped(&mut piped);
+        Ok(GetPipedResponse { piped: Some(piped) })
     }
 
     /// Sets the version the pipeds should upgrade themselves to (`v` + semver). Every id
@@ -262,10 +247,6 @@ impl WebApi {
         &self,
         cmd: model::Command,
     ) -> Result<model::Command, ServiceError> {
-        self.stores
-            .commands
-            .create(cmd)
-            .await
-            .map_err(|e| ServiceError::store(e, "create command"))
+        crate::ops::commands::add_command(&self.stores.commands, cmd).await
     }
 }

@@ -6,16 +6,39 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let mut protos = Vec::new();
+    // Each service's RPC names, in the order of its .proto files (`rpcs.rs`).
+    let mut rpcs = String::new();
     for dir in ["model", "pipedservice", "apiservice", "webservice"] {
+        let mut files = Vec::new();
         for entry in std::fs::read_dir(root.join(dir))? {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "proto") {
                 println!("cargo:rerun-if-changed={}", path.display());
-                protos.push(path);
+                files.push(path);
             }
         }
+        files.sort();
+        let mut names = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file)?;
+            names.extend(text.lines().filter_map(|line| {
+                let rest = line.trim().strip_prefix("rpc ")?;
+                Some(rest.split('(').next()?.trim().to_owned())
+            }));
+        }
+        if dir != "model" {
+            let constant = dir.trim_end_matches("service").to_uppercase() + "_SERVICE";
+            rpcs.push_str(&format!(
+                "/// The RPCs of `proto/{dir}`, in the order of its .proto files.\npub const {constant}: &[&str] = &{names:?};\n"
+            ));
+        }
+        protos.extend(files);
     }
     protos.sort();
+    std::fs::write(
+        PathBuf::from(std::env::var("OUT_DIR")?).join("rpcs.rs"),
+        rpcs,
+    )?;
 
     // proto/ leaves out upstream's `deprecated = true` options: they change no byte on the
     // wire, and prost would turn them into `#[deprecated]` on fields (kind, cloud_provider,

@@ -13,6 +13,7 @@
 //! listed on stderr, by `--dry-run` too.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use wisp_config::{Config, DatastoreConfig, FilestoreConfig};
@@ -154,74 +155,52 @@ fn print_refusals(guard: &ImportGuard, dry_run: bool) {
     }
 }
 
-/// Upstream's filestore, read where its config says: S3, MinIO (through the S3 API), or
-/// a directory holding a copy of the bucket (`type: LOCAL`, `config.path`).
+/// Upstream's filestore, opened by the one store opener (`wisp_app::stores`): S3, MinIO
+/// (through the S3 API), or a directory holding a copy of the bucket (`type: LOCAL`,
+/// `config.dir`, which must exist: an upstream filestore has no default directory).
 async fn open_upstream_filestore(
     config: &FilestoreConfig,
     from: &Path,
-) -> Result<Box<dyn Filestore>, CliError> {
-    let failed = |what: String, e: &dyn std::fmt::Display| {
-        CliError::Failure(anyhow::anyhow!("the upstream filestore ({what}): {e}"))
-    };
+) -> Result<Arc<dyn Filestore>, CliError> {
     match config {
-        FilestoreConfig::S3(c) => {
-            let fs = wisp_store_aws::open::open_filestore(c)
-                .await
-                .map_err(|e| failed(format!("S3 bucket {}", c.bucket), &e))?;
-            Ok(Box::new(fs))
-        }
-        FilestoreConfig::Minio(c) => {
-            let read = |path: &Option<PathBuf>, field: &str| -> Result<String, CliError> {
-                let path = path.as_ref().ok_or_else(|| {
-                    CliError::Usage(format!(
-                        "--from {}: filestore.config.{field} is required for MINIO",
-                        from.display()
-                    ))
-                })?;
-                std::fs::read_to_string(path)
-                    .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
-                    .map_err(|e| {
-                        CliError::Usage(format!(
-                            "filestore.config.{field}: cannot read {}: {e}",
-                            path.display()
-                        ))
-                    })
-            };
-            let fs = wisp_store_aws::s3::S3Filestore::for_minio(
-                &c.endpoint,
-                c.bucket.clone(),
-                read(&c.access_key_file, "accessKeyFile")?,
-                read(&c.secret_key_file, "secretKeyFile")?,
-            )
-            .await
-            .map_err(|e| failed(format!("MinIO bucket {} at {}", c.bucket, c.endpoint), &e))?;
-            Ok(Box::new(fs))
-        }
-        FilestoreConfig::Local(c) => {
-            let Some(dir) = &c.dir else {
+        FilestoreConfig::Local(c) => match &c.dir {
+            None => {
                 return Err(CliError::Usage(format!(
                     "--from {}: a LOCAL filestore needs config.dir (the directory holding a copy of upstream's bucket)",
                     from.display()
                 )));
-            };
-            if !dir.is_dir() {
+            }
+            Some(dir) if !dir.is_dir() => {
                 return Err(CliError::Usage(format!(
                     "--from {}: the filestore directory {} does not exist",
                     from.display(),
                     dir.display()
                 )));
             }
-            let fs = wisp_store_embedded::LocalFilestore::open(dir)
-                .map_err(|e| failed(dir.display().to_string(), &e))?;
-            Ok(Box::new(fs))
+            Some(_) => {}
+        },
+        FilestoreConfig::Gcs(_) => {
+            return Err(CliError::Usage(format!(
+                "--from {}: a GCS filestore cannot be read from here; copy the bucket to a directory \
+                 (`gcloud storage rsync -r gs://BUCKET DIR`) and name it as a LOCAL filestore \
+                 (see docs/MIGRATE-FROM-PIPECD.md)",
+                from.display()
+            )));
         }
-        FilestoreConfig::Gcs(_) => Err(CliError::Usage(format!(
-            "--from {}: a GCS filestore cannot be read from here; copy the bucket to a directory \
-             (`gcloud storage rsync -r gs://BUCKET DIR`) and name it as a LOCAL filestore \
-             (see docs/MIGRATE-FROM-PIPECD.md)",
-            from.display()
-        ))),
+        FilestoreConfig::S3(_) | FilestoreConfig::Minio(_) => {}
     }
+    // The directory is set: no default under a data directory applies.
+    let no_data_dir = Path::new("");
+    wisp_app::stores::open_filestore(config, no_data_dir)
+        .await
+        .map_err(|e| {
+            let message = format!("the upstream filestore: {e}");
+            if e.is_operator_error() {
+                CliError::Usage(message)
+            } else {
+                CliError::Failure(anyhow::Error::new(e).context("the upstream filestore"))
+            }
+        })
 }
 
 fn canonical(path: &Path) -> PathBuf {

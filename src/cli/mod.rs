@@ -13,7 +13,6 @@ mod doctor;
 mod flags;
 mod import;
 mod jobs;
-mod listen;
 mod migrate;
 mod ops_endpoint;
 mod piped;

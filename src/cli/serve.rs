@@ -11,11 +11,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use tokio::net::TcpListener;
-use tonic::transport::Server;
-use tonic_web::GrpcWebLayer;
+use tonic::service::Routes;
+use wisp_app::server::{DEFAULT_MAX_CONNECTIONS, Server, ServerOptions};
 use wisp_app::{App, ConsoleOptions, KeySource};
-use wisp_transport::EdgeLayer;
-use wisp_transport::load::{DEFAULT_MAX_IN_FLIGHT, InFlightLimit};
+use wisp_transport::load::DEFAULT_MAX_IN_FLIGHT;
 
 use super::signals::Signals;
 use super::stores::StoreArgs;
@@ -183,12 +182,20 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     // Listen for signals before announcing readiness: a SIGTERM sent right after the
     // ready line must stop the server gracefully, not kill it.
     let mut signals = Signals::install().context("install signal handlers")?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
 
-    let listener = TcpListener::bind(args.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.addr))?;
-    let local = listener.local_addr().context("listener address")?;
+    let server = Server::bind(
+        args.addr,
+        ServerOptions {
+            request_timeout: args.request_timeout,
+            max_connections: args.max_connections,
+            idle_timeout: args.idle_timeout,
+            max_in_flight: args.max_in_flight,
+            ..ServerOptions::default()
+        },
+    )
+    .await
+    .map_err(anyhow::Error::new)?;
+    let local = server.local_addr();
     let admin = match admin_addr {
         Some(addr) => match TcpListener::bind(addr).await {
             Ok(admin) => Some(admin),
@@ -225,31 +232,9 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     app.log_ready("wisp serve");
     tracing::info!(addr = %local, "wisp serve ready");
 
-    // Each service's gate takes a turn once the caller is authenticated and the body
-    // read, within the caller's share (see wisp_transport::load).
-    InFlightLimit::new(args.max_in_flight).install();
-    let incoming = super::listen::limited(listener, args.max_connections, args.idle_timeout);
-    let server = Server::builder()
-        .accept_http1(true)
-        // Detect dead piped connections instead of holding them (and shutdown) forever.
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-        // Bounds a client controls: the time of a call, and how many calls one
-        // connection may have in flight.
-        .timeout(args.request_timeout)
-        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
-        .concurrency_limit_per_connection(MAX_STREAMS_PER_CONNECTION as usize)
-        .layer(super::listen::ConnectionLayer)
-        .layer(EdgeLayer)
-        .layer(wisp_console::ConsoleLayer::new(Arc::new(console)))
-        .layer(GrpcWebLayer::new())
-        .add_service(app.piped_grpc().into_server())
+    let routes = Routes::new(app.piped_grpc().into_server())
         .add_service(app.api_grpc().into_server())
-        .add_service(web_grpc.into_server())
-        .serve_with_incoming_shutdown(incoming, async {
-            let _ = stop_rx.await;
-        });
-    tokio::pin!(server);
+        .add_service(web_grpc.into_server());
     let (jobs_stop, jobs_stopped) = tokio::sync::oneshot::channel::<()>();
     let jobs = if args.no_jobs {
         tracing::info!("scheduled jobs off (--no-jobs)");
@@ -264,28 +249,14 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             },
         )))
     };
-    tokio::select! {
-        result = &mut server => {
-            result.context("server failed")?;
-        }
-        () = signals.recv() => {
-            tracing::info!("shutting down: finishing in-flight calls");
-            let _ = stop_tx.send(());
-            // In-flight calls get a bounded grace period; a stuck client cannot keep the
-            // process alive.
-            match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
-                Ok(result) => result.context("server failed")?,
-                Err(_) => tracing::warn!(
-                    "connections still open after {} s; stopping anyway",
-                    SHUTDOWN_GRACE.as_secs()
-                ),
-            }
-        }
-    }
+    let served = server
+        .run_until(routes, Arc::new(console), signals.recv())
+        .await;
     let _ = jobs_stop.send(());
     if let Some(jobs) = jobs {
         let _ = jobs.await;
     }
+    served.map_err(anyhow::Error::new)?;
     tracing::info!("wisp serve stopped");
     Ok(())
 }
@@ -358,13 +329,3 @@ async fn check_default_passwords(
     tracing::warn!(addr = %addr, projects = %weak.join(", "), "serving with the default static admin password");
     Ok(())
 }
-
-/// Calls one connection may have in flight (an upstream piped makes a few at a time).
-const MAX_STREAMS_PER_CONNECTION: u32 = 100;
-/// Default of `--max-connections`: a piped holds one connection, so room for a fleet of
-/// several thousand and the consoles beside it, within a default open-files limit raised
-/// as systemd and container runtimes do.
-const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
-
-/// How long in-flight calls may take to finish after SIGTERM / Ctrl-C.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);

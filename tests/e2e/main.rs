@@ -25,6 +25,7 @@ mod hostile_tenants;
 mod iam_enforced;
 mod image;
 mod import_pipecd;
+mod in_process;
 mod infra_routes;
 mod instances;
 mod lambda_e2e;

@@ -123,8 +123,8 @@ fn main() -> anyhow::Result<()> {
     let verified_ttl = args.verified_ttl_secs.map(Duration::from_secs);
     progress("starting the servers and registering the pipeds");
     let (noop, wisp) = server_rt.block_on(async {
-        let noop = servers::start_noop().await?;
         let wisp = servers::start_wisp(dir.path(), pipeds, verified_ttl).await?;
+        let noop = servers::start_noop(wisp.console.clone()).await?;
         anyhow::Ok((noop, wisp))
     })?;
     let noop_addr = noop.addr;

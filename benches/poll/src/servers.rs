@@ -1,12 +1,14 @@
-//! The two servers under load, both bound to 127.0.0.1:0 and served exactly as `wisp serve`
-//! serves (src/cli/serve.rs): tonic `Server` accepting HTTP/1 too, with its HTTP/2
-//! keepalive, `EdgeLayer`, then `GrpcWebLayer`, over a `TcpIncoming` with TCP_NODELAY.
+//! The two servers under load, both bound to 127.0.0.1:0 and served by the server
+//! builder `wisp serve` uses (`wisp_app::server`): its connection bounds, timeouts,
+//! stream caps, HTTP/2 keepalive, the process's in-flight bound and its layers (edge,
+//! console, gRPC-web), with `wisp serve`'s defaults.
 //!
 //! * [`start_wisp`]: the real PipedService (`PipedGrpc` over `PipedApi` and a
 //!   `PipedVerifier` on `StoreKeySource`), routed beside the APIService as `wisp serve`
 //!   routes it, on the embedded stores in a temporary directory;
 //! * [`start_noop`]: the same trait, answering ListUnhandledCommands and ReportStat with
-//!   empty responses at once (no auth, no store) and everything else `Unimplemented`.
+//!   empty responses at once (no auth, no store) and everything else `Unimplemented`,
+//!   behind the same builder and console layer.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -14,65 +16,51 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tonic::service::Routes;
-use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
-use tonic_web::GrpcWebLayer;
+use wisp_app::ConsoleOptions;
+use wisp_app::server::{Server, ServerError, ServerOptions};
 use wisp_auth::{CachePolicy, PipedToken, PipedVerifier};
+use wisp_console::Console;
 use wisp_proto::model;
 use wisp_proto::pipedservice::piped_service_server::{PipedService, PipedServiceServer};
 use wisp_proto::pipedservice::*;
 use wisp_services::auth_source::StoreKeySource;
-use wisp_transport::EdgeLayer;
-use wisp_transport::load::{DEFAULT_MAX_IN_FLIGHT, InFlightLayer, InFlightLimit};
 use wisp_transport::piped::MAX_MESSAGE_BYTES;
 
 pub const PROJECT_ID: &str = "bench";
+/// Signs the console's sessions (the console layer is served, as in `wisp serve`).
+const KEY: &[u8] = b"poll-bench-key-poll-bench-key-poll-bench-key";
 
 /// A server running on the server runtime until [`RunningServer::stop`].
 pub struct RunningServer {
     pub addr: SocketAddr,
     shutdown: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    task: tokio::task::JoinHandle<Result<(), ServerError>>,
 }
 
 impl RunningServer {
     pub async fn stop(self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(());
-        match tokio::time::timeout(Duration::from_secs(10), self.task).await {
+        match tokio::time::timeout(Duration::from_secs(15), self.task).await {
             Ok(joined) => joined.context("server task")?.context("server failed"),
-            Err(_) => anyhow::bail!("server did not stop within 10 s"),
+            Err(_) => anyhow::bail!("server did not stop within 15 s"),
         }
     }
 }
 
-/// Binds 127.0.0.1:0 and serves `routes` the way `wisp serve` does. Must run on the
-/// server runtime (the accept loop and every connection are spawned there).
-async fn serve(routes: Routes) -> anyhow::Result<RunningServer> {
-    let listener = TcpListener::bind(("127.0.0.1", 0))
+/// Binds 127.0.0.1:0 and serves `routes` with `wisp serve`'s builder and defaults. Must
+/// run on the server runtime (the accept loop and every connection are spawned there).
+async fn serve(routes: Routes, console: Arc<Console>) -> anyhow::Result<RunningServer> {
+    let server = Server::bind(([127, 0, 0, 1], 0).into(), ServerOptions::default())
         .await
         .context("bind 127.0.0.1:0")?;
-    let addr = listener.local_addr().context("listener address")?;
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let addr = server.local_addr();
     let (shutdown, stop) = oneshot::channel::<()>();
-    let task = tokio::spawn(
-        Server::builder()
-            .accept_http1(true)
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-            .layer(EdgeLayer)
-            .layer(GrpcWebLayer::new())
-            .layer(InFlightLayer::new(InFlightLimit::new(
-                DEFAULT_MAX_IN_FLIGHT,
-            )))
-            .add_routes(routes)
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stop.await;
-            }),
-    );
+    let task = tokio::spawn(server.run_until(routes, console, async {
+        let _ = stop.await;
+    }));
     Ok(RunningServer {
         addr,
         shutdown,
@@ -88,6 +76,8 @@ pub struct PipedIdentity {
 
 pub struct Wisp {
     pub server: RunningServer,
+    /// The console the server serves (the no-op server is given the same).
+    pub console: Arc<Console>,
     pub verifier: Arc<PipedVerifier<StoreKeySource>>,
     pub pipeds: Vec<PipedIdentity>,
     /// Wall time spent registering the project and the pipeds.
@@ -144,7 +134,8 @@ pub async fn start_wisp(
 
     // The services as `wisp serve` builds them: no config projects, the production cache
     // policy unless the bench overrides the TTL.
-    let app = wisp_app::App::from_parts(config, false, stores, None);
+    let key = wisp_config::EncryptionKey::from_bytes(KEY.to_vec()).context("session key")?;
+    let app = wisp_app::App::from_parts(config, false, stores, Some(key));
     let verifier = match verified_ttl {
         None => app.piped_verifier(),
         Some(ttl) => Arc::new(PipedVerifier::with_policy(
@@ -155,22 +146,30 @@ pub async fn start_wisp(
     // Both services, as `wisp serve` routes them (only PipedService is under load).
     let routes = Routes::new(app.piped_grpc_with(verifier.clone()).into_server())
         .add_service(app.api_grpc().into_server());
-    let server = serve(routes).await?;
+    let console = Arc::new(
+        app.console(app.web_api(), ConsoleOptions::default())
+            .context("the console")?,
+    );
+    let server = serve(routes, console.clone()).await?;
     Ok(Wisp {
         server,
+        console,
         verifier,
         pipeds: identities,
         register_time,
     })
 }
 
-/// Starts the no-op server.
-pub async fn start_noop() -> anyhow::Result<RunningServer> {
-    serve(Routes::new(
-        PipedServiceServer::new(NoopPiped)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-    ))
+/// Starts the no-op server, serving `console` as the Wisp server does.
+pub async fn start_noop(console: Arc<Console>) -> anyhow::Result<RunningServer> {
+    serve(
+        Routes::new(
+            PipedServiceServer::new(NoopPiped)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        ),
+        console,
+    )
     .await
 }
 

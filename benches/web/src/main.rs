@@ -1,10 +1,11 @@
 //! `web-bench`: median and p99 latency of the console's two heaviest reads —
 //! ListDeployments (a page of 50 out of 1,000 deployments) and GetApplicationLiveState
-//! (500 resources) — over gRPC-web against the real WebService served as `wisp serve`
-//! serves it, on the embedded stores and, with `--moto URL`, on DynamoDB + S3 on
-//! moto_server.
+//! (500 resources) — over gRPC-web against the real WebService, served by `wisp serve`'s
+//! server builder (its layers, console and bounds), on the embedded stores and, with
+//! `--moto URL`, on DynamoDB + S3 on moto_server.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -13,15 +14,14 @@ use hdrhistogram::Histogram;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use tonic::metadata::AsciiMetadataValue;
-use tonic::transport::Server;
-use tonic_web::GrpcWebLayer;
-use wisp_app::App;
+use tonic::service::Routes;
+use wisp_app::server::{Server, ServerOptions};
+use wisp_app::{App, ConsoleOptions};
 use wisp_auth::{SessionSigner, WebCaller};
 use wisp_proto::model;
 use wisp_proto::webservice as web;
 use wisp_proto::webservice::web_service_client::WebServiceClient;
 use wisp_store::stores::Stores;
-use wisp_transport::EdgeLayer;
 
 const PROJECT: &str = "bench";
 const KEY: &[u8] = b"web-bench-key-web-bench-key-web-bench-key";
@@ -189,19 +189,19 @@ async fn seed(stores: &Stores, args: &Args) -> anyhow::Result<String> {
     Ok(app.id)
 }
 
+/// The WebService and the console served by the server builder `wisp serve` uses (its
+/// layers, timeouts and bounds), on 127.0.0.1:0 until the process ends.
 async fn serve(app: &App) -> anyhow::Result<SocketAddr> {
-    let web = app.web_grpc(app.web_api())?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    tokio::spawn(
-        Server::builder()
-            .accept_http1(true)
-            .layer(EdgeLayer)
-            .layer(GrpcWebLayer::new())
-            .add_service(web.into_server())
-            .serve_with_incoming(incoming),
-    );
+    let web_api = app.web_api();
+    let console = app.console(web_api.clone(), ConsoleOptions::default())?;
+    let web = app.web_grpc(web_api)?;
+    let server = Server::bind("127.0.0.1:0".parse()?, ServerOptions::default()).await?;
+    let addr = server.local_addr();
+    tokio::spawn(server.run_until(
+        Routes::new(web.into_server()),
+        Arc::new(console),
+        std::future::pending(),
+    ));
     Ok(addr)
 }
 

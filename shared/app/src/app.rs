@@ -379,6 +379,7 @@ impl App {
                     c.prefix.as_deref().unwrap_or_default()
                 )
             }
+            FilestoreConfig::Minio(c) => format!("minio://{}@{}", c.bucket, c.endpoint),
             other => other.store_type().as_str().to_string(),
         }
     }

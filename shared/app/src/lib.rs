@@ -7,13 +7,19 @@
 //!   Redis) and `wisp aws init`.
 //! - [`App`]: the opened parts and the one builder of each service (PipedService,
 //!   APIService, WebService, the console, the jobs' settings).
+//! - `server` (feature `server`): the one server builder (bind, the layers in their one
+//!   order, serve until shutdown) and `listen`, the connections it accepts.
 //!
 //! Features pick what a build includes, so that a Lambda function links only its own
 //! service and the AWS stores: `embedded`, `aws`, `piped`, `api`, `web`, `console`,
-//! `jobs`.
+//! `jobs`, `server`.
 
 mod app;
 pub mod error;
+#[cfg(feature = "server")]
+pub mod listen;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod sources;
 pub mod stores;
 

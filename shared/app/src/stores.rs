@@ -1,6 +1,8 @@
-//! The one store opener: embedded (SQLite) or DynamoDB, a local directory or S3, the
-//! in-process cache or Redis, in any mix the configuration names and the build includes
-//! (features `embedded` and `aws`). The AWS stores are warmed up here (DescribeTable,
+//! The one store opener: embedded (SQLite) or DynamoDB, a local directory, S3 or MinIO
+//! (through the S3 API), the in-process cache or Redis, in any mix the configuration
+//! names and the build includes (features `embedded` and `aws`; [`datastore_feature`] and
+//! [`filestore_feature`] say which links which). `wisp import` opens upstream's filestore
+//! here too. The AWS stores are warmed up here (DescribeTable,
 //! HeadBucket, PING) so that the first request does not pay the TLS handshake; a missing
 //! table or bucket fails with a hint to run `wisp aws init`; an unreachable Redis does
 //! not (the cache is optional: it reports `Unavailable` until Redis answers, and callers
@@ -13,7 +15,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use wisp_config::{CacheBackend, CacheConfig, Config, DatastoreConfig, FilestoreConfig};
+use wisp_config::{
+    CacheBackend, CacheConfig, Config, DatastoreConfig, DatastoreType, FilestoreConfig,
+    FilestoreType,
+};
 use wisp_store::memory_cache::{DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES};
 use wisp_store::metered;
 use wisp_store::{Cache, Datastore, Filestore, MemoryCache, Stores};
@@ -36,10 +41,37 @@ pub async fn open(config: &Config, data_dir: &Path) -> Result<Stores, AppError> 
     Ok(stores)
 }
 
-fn not_in_this_build(kind: &str, store_type: &str, feature: &str) -> AppError {
-    AppError::Unsupported(format!(
-        "{kind} type {store_type} is not in this build (feature `{feature}` of wisp-app)"
-    ))
+/// The feature of wisp-app that links each datastore type; `None` for a type Wisp does
+/// not run. Exhaustive on purpose: a new type does not compile until it is given its
+/// feature here (and its arm in [`open_datastore`]); a test checks this against
+/// [`DatastoreType::support`].
+pub const fn datastore_feature(store_type: DatastoreType) -> Option<&'static str> {
+    match store_type {
+        DatastoreType::Local => Some("embedded"),
+        DatastoreType::DynamoDb => Some("aws"),
+        DatastoreType::MySql | DatastoreType::Firestore => None,
+    }
+}
+
+/// The feature of wisp-app that links each filestore type; `None` for a type Wisp does
+/// not run (see [`datastore_feature`]).
+pub const fn filestore_feature(store_type: FilestoreType) -> Option<&'static str> {
+    match store_type {
+        FilestoreType::Local => Some("embedded"),
+        FilestoreType::S3 | FilestoreType::Minio => Some("aws"),
+        FilestoreType::Gcs => None,
+    }
+}
+
+/// A type the opener has no arm for in this build: left out by a feature, or not run by
+/// Wisp at all.
+fn not_opened(kind: &str, store_type: &str, feature: Option<&str>) -> AppError {
+    AppError::Unsupported(match feature {
+        Some(feature) => format!(
+            "{kind} type {store_type} is not in this build (feature `{feature}` of wisp-app)"
+        ),
+        None => format!("{kind} type {store_type} is not supported by Wisp"),
+    })
 }
 
 async fn open_datastore(
@@ -60,15 +92,16 @@ async fn open_datastore(
             Arc::new(wisp_store_aws::open::open_datastore(c).await?),
             "dynamodb",
         )),
-        other => Err(not_in_this_build(
+        other => Err(not_opened(
             "datastore",
             other.store_type().as_str(),
-            feature_of(other.store_type().as_str()),
+            datastore_feature(other.store_type()),
         )),
     }
 }
 
-async fn open_filestore(
+/// The filestore `config` names (`LOCAL` without a directory: `<data_dir>/filestore`).
+pub async fn open_filestore(
     config: &FilestoreConfig,
     data_dir: &Path,
 ) -> Result<Arc<dyn Filestore>, AppError> {
@@ -86,18 +119,16 @@ async fn open_filestore(
             Arc::new(wisp_store_aws::open::open_filestore(c).await?),
             "s3",
         )),
-        other => Err(not_in_this_build(
+        #[cfg(feature = "aws")]
+        FilestoreConfig::Minio(c) => Ok(metered::filestore(
+            Arc::new(wisp_store_aws::open::open_minio_filestore(c).await?),
+            "minio",
+        )),
+        other => Err(not_opened(
             "filestore",
             other.store_type().as_str(),
-            feature_of(other.store_type().as_str()),
+            filestore_feature(other.store_type()),
         )),
-    }
-}
-
-fn feature_of(store_type: &str) -> &'static str {
-    match store_type {
-        "LOCAL" => "embedded",
-        _ => "aws",
     }
 }
 
@@ -205,6 +236,86 @@ pub async fn init_aws(config: &Config) -> Result<Vec<InitStep>, AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wisp_config::Support;
+
+    /// Every type the configuration calls supported is linked by a feature, and no other.
+    #[test]
+    fn every_store_type_wisp_runs_has_its_feature() {
+        for t in [
+            DatastoreType::Local,
+            DatastoreType::MySql,
+            DatastoreType::Firestore,
+            DatastoreType::DynamoDb,
+        ] {
+            // A new type must be listed above: this match fails to compile until it is.
+            match t {
+                DatastoreType::Local
+                | DatastoreType::MySql
+                | DatastoreType::Firestore
+                | DatastoreType::DynamoDb => {}
+            }
+            assert_eq!(
+                t.support() == Support::Supported,
+                datastore_feature(t).is_some(),
+                "datastore {t}"
+            );
+        }
+        for t in [
+            FilestoreType::Local,
+            FilestoreType::Gcs,
+            FilestoreType::S3,
+            FilestoreType::Minio,
+        ] {
+            match t {
+                FilestoreType::Local
+                | FilestoreType::Gcs
+                | FilestoreType::S3
+                | FilestoreType::Minio => {}
+            }
+            assert_eq!(
+                t.support() == Support::Supported,
+                filestore_feature(t).is_some(),
+                "filestore {t}"
+            );
+        }
+    }
+
+    /// A type whose feature is in the build is opened by its arm, not refused as left
+    /// out (a backend whose arm is missing or behind the wrong feature fails here).
+    #[tokio::test]
+    async fn a_filestore_in_the_build_is_not_refused_as_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let configs = [
+            FilestoreConfig::Local(Default::default()),
+            // Key files that do not exist: the arm is reached and fails on reading them,
+            // before any network call.
+            FilestoreConfig::Minio(wisp_config::MinioConfig {
+                endpoint: "http://127.0.0.1:9".into(),
+                bucket: "b".into(),
+                access_key_file: Some(dir.path().join("missing-access")),
+                secret_key_file: Some(dir.path().join("missing-secret")),
+                auto_create_bucket: false,
+            }),
+        ];
+        for config in configs {
+            let feature = filestore_feature(config.store_type()).unwrap();
+            let in_build = match feature {
+                "embedded" => cfg!(feature = "embedded"),
+                "aws" => cfg!(feature = "aws"),
+                other => panic!("unknown feature {other}"),
+            };
+            let result = open_filestore(&config, dir.path()).await;
+            let left_out =
+                matches!(&result, Err(AppError::Unsupported(m)) if m.contains("not in this build"));
+            assert_eq!(
+                left_out,
+                !in_build,
+                "{}: {:?}",
+                config.store_type(),
+                result.err()
+            );
+        }
+    }
 
     #[tokio::test]
     async fn memory_cache_by_default() {

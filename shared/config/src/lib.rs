@@ -50,9 +50,8 @@ pub const DEFAULT_FILESTORE_DIR_NAME: &str = "filestore";
 /// Load a file with [`Config::from_file`] (or [`Config::from_yaml_str`]); with no file,
 /// `wisp serve` uses [`Config::default_embedded`]. Loading rejects unknown fields (the
 /// message names the field, line and column), a wrong `apiVersion`/`kind`, and
-/// inconsistent values. Upstream-only backends (`MYSQL`, `FIRESTORE`, `GCS`) and the
-/// planned `MINIO` load fine; [`Config::ensure_supported`] is what refuses them before
-/// serving.
+/// inconsistent values. Upstream-only backends (`MYSQL`, `FIRESTORE`, `GCS`) load fine;
+/// [`Config::ensure_supported`] is what refuses them before serving.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Where it came from (file path or the name given to `from_yaml_str`); used to
@@ -174,8 +173,8 @@ impl Config {
     }
 
     /// Fails with [`ConfigError::Unsupported`] when the datastore or filestore type is one
-    /// Wisp cannot run (upstream's `MYSQL`, `FIRESTORE`, `GCS`) or not yet (`MINIO`).
-    /// Wisp runs `LOCAL` and `DYNAMODB` datastores, `LOCAL` and `S3` filestores, and
+    /// Wisp cannot run (upstream's `MYSQL`, `FIRESTORE`, `GCS`).
+    /// Wisp runs `LOCAL` and `DYNAMODB` datastores, `LOCAL`, `S3` and `MINIO` filestores, and
     /// `MEMORY` and `REDIS` caches, in any combination. Call it before serving; tools that
     /// only read a configuration (e.g. to migrate from it) need not.
     pub fn ensure_supported(&self) -> Result<(), ConfigError> {
@@ -216,7 +215,8 @@ impl Config {
         }
     }
 
-    /// Makes relative paths of `LOCAL` stores (and the Redis `authTokenFile`) absolute
+    /// Makes relative paths of `LOCAL` stores (and the MinIO key files and the Redis
+    /// `authTokenFile`) absolute
     /// against `base_dir` (typically the directory holding the configuration file). Unset
     /// paths stay unset.
     pub fn resolve_relative_paths(&mut self, base_dir: &Path) {
@@ -230,8 +230,13 @@ impl Config {
         if let DatastoreConfig::Local(c) = &mut self.spec.datastore {
             resolve(&mut c.path);
         }
-        if let FilestoreConfig::Local(c) = &mut self.spec.filestore {
-            resolve(&mut c.dir);
+        match &mut self.spec.filestore {
+            FilestoreConfig::Local(c) => resolve(&mut c.dir),
+            FilestoreConfig::Minio(c) => {
+                resolve(&mut c.access_key_file);
+                resolve(&mut c.secret_key_file);
+            }
+            FilestoreConfig::S3(_) | FilestoreConfig::Gcs(_) => {}
         }
         if let CacheBackend::Redis(c) = &mut self.spec.cache.backend {
             c.resolve_relative_paths(base_dir);

@@ -2,7 +2,7 @@
 //!
 //! Upstream's types (`MYSQL`, `FIRESTORE`, `GCS`, `S3`, `MINIO`) all parse so that an
 //! upstream configuration loads; [`Support`] says which ones Wisp can actually run
-//! (`LOCAL`, `DYNAMODB`, `S3`). Wisp adds `LOCAL` (alias `EMBEDDED`) for both, and
+//! (`LOCAL`, `DYNAMODB`, `S3`, `MINIO`). Wisp adds `LOCAL` (alias `EMBEDDED`) for both, and
 //! `DYNAMODB` for the datastore.
 
 use std::fmt;
@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::SecretString;
 
 /// Whether Wisp can run a given store type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,7 +204,7 @@ pub enum FilestoreType {
     /// Amazon S3 (or an S3-compatible endpoint).
     #[serde(rename = "S3")]
     S3,
-    /// MinIO (planned, through the S3 backend; parsed only).
+    /// MinIO, through the S3 API (upstream's `type: MINIO`).
     #[serde(rename = "MINIO")]
     Minio,
 }
@@ -220,8 +222,7 @@ impl FilestoreType {
 
     pub const fn support(self) -> Support {
         match self {
-            FilestoreType::Local | FilestoreType::S3 => Support::Supported,
-            FilestoreType::Minio => Support::NotYet,
+            FilestoreType::Local | FilestoreType::S3 | FilestoreType::Minio => Support::Supported,
             FilestoreType::Gcs => Support::Unsupported,
         }
     }
@@ -354,7 +355,9 @@ pub struct S3Config {
     pub endpoint: Option<String>,
 }
 
-/// Upstream's MinIO filestore config (parsed only).
+/// Upstream's MinIO filestore config: the bucket at `endpoint`, reached through the S3
+/// API with the keys in `accessKeyFile` and `secretKeyFile`; `autoCreateBucket` creates
+/// the bucket when it is missing, as upstream does.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MinioConfig {
@@ -365,6 +368,28 @@ pub struct MinioConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret_key_file: Option<PathBuf>,
     pub auto_create_bucket: bool,
+}
+
+impl MinioConfig {
+    /// The access key and the secret key, read from their files (without trailing line
+    /// breaks). Errors name the field or the file, never a key.
+    pub fn load_keys(&self) -> Result<(String, SecretString), crate::ConfigError> {
+        let read = |path: &Option<PathBuf>, field: &str| {
+            let path = path.as_ref().ok_or_else(|| {
+                crate::ConfigError::Unsupported(format!(
+                    "filestore.config.{field} is required for type MINIO"
+                ))
+            })?;
+            let text = std::fs::read_to_string(path).map_err(|source| crate::ConfigError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            Ok::<_, crate::ConfigError>(text.trim_end_matches(['\n', '\r']).to_owned())
+        };
+        let access = read(&self.access_key_file, "accessKeyFile")?;
+        let secret = read(&self.secret_key_file, "secretKeyFile")?;
+        Ok((access, SecretString::new(secret)))
+    }
 }
 
 // ---------------------------------------------------------------------------------------

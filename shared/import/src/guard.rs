@@ -391,7 +391,7 @@ impl<D: Datastore> Datastore for GuardedDatastore<D> {
 
 /// The dump's filestore with what the [`ImportGuard`] refuses left out of every listing.
 pub struct GuardedFilestore {
-    inner: Box<dyn Filestore>,
+    inner: Arc<dyn Filestore>,
     guard: Arc<ImportGuard>,
 }
 
@@ -402,7 +402,7 @@ impl std::fmt::Debug for GuardedFilestore {
 }
 
 impl GuardedFilestore {
-    pub fn new(inner: Box<dyn Filestore>, guard: Arc<ImportGuard>) -> Self {
+    pub fn new(inner: Arc<dyn Filestore>, guard: Arc<ImportGuard>) -> Self {
         GuardedFilestore { inner, guard }
     }
 }

@@ -1,6 +1,6 @@
-//! The service stacks the functions hand to `lambda_http::run`: the same layers as
-//! `wisp serve` — [`EdgeLayer`] (`/healthz`, legacy path aliases) over
-//! [`GrpcWebLayer`] over the tonic routes — inside the ALB adapter.
+//! The service stacks the functions hand to `lambda_http::run`: `wisp serve`'s layers, in
+//! their one order ([`HttpLayers`]: the edge, the console where the function serves it,
+//! gRPC-web where it routes gRPC), inside the ALB adapter.
 
 use std::convert::Infallible;
 use std::future::Ready;
@@ -8,9 +8,9 @@ use std::task::{Context, Poll};
 
 use http::{HeaderValue, Request, Response, StatusCode};
 use tonic::service::Routes;
-use tonic_web::{GrpcWebLayer, GrpcWebService};
+use tonic_web::GrpcWebService;
 use tower::{Layer, Service};
-use wisp_transport::{EdgeLayer, EdgeService};
+use wisp_transport::{EdgeService, HttpLayers};
 
 use crate::alb::AlbService;
 
@@ -23,13 +23,12 @@ pub type HttpStack = AlbService<EdgeService<NotFound>>;
 /// `routes` (e.g. `Routes::new(PipedGrpc::new(..).into_server())`) behind gRPC-web, the
 /// edge and the ALB adapter.
 pub fn grpc(routes: Routes) -> GrpcStack {
-    let web = GrpcWebLayer::new().layer(routes.prepare());
-    AlbService::new(EdgeLayer.layer(web))
+    AlbService::new(HttpLayers::grpc().layer(routes.prepare()))
 }
 
 /// The HTTP function's stack without the console: `/healthz` only.
 pub fn http() -> HttpStack {
-    AlbService::new(EdgeLayer.layer(NotFound))
+    AlbService::new(HttpLayers::no_grpc().layer(NotFound))
 }
 
 /// The HTTP function's stack with the console: `/healthz`, `/auth/*` and its static
@@ -39,8 +38,8 @@ pub type ConsoleStack = AlbService<EdgeService<wisp_console::ConsoleService<NotF
 
 #[cfg(feature = "web")]
 pub fn console(console: std::sync::Arc<wisp_console::Console>) -> ConsoleStack {
-    let inner = wisp_console::ConsoleLayer::new(console).layer(NotFound);
-    AlbService::new(EdgeLayer.layer(inner))
+    let layers = HttpLayers::no_grpc().with_console(wisp_console::ConsoleLayer::new(console));
+    AlbService::new(layers.layer(NotFound))
 }
 
 /// Answers 404 to everything.

@@ -22,3 +22,11 @@ pub mod grpc {
 }
 
 pub use grpc::service::{apiservice, pipedservice, webservice};
+
+/// Every RPC of each service, by name, read from `proto/` at build time: the tables kept
+/// per RPC elsewhere (request bounds, the benches' no-op server, the simulator's calls,
+/// the tests' lists) are checked against these, so an RPC added to a .proto and
+/// forgotten in one of them fails a test.
+pub mod rpcs {
+    include!(concat!(env!("OUT_DIR"), "/rpcs.rs"));
+}

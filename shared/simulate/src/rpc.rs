@@ -85,6 +85,67 @@ impl Rpc {
     }
 }
 
+/// The PipedService RPCs a simulated piped does not call, and why: every RPC of the
+/// service is either an [`Rpc`] or here (a test checks both against `proto/`), so a new
+/// RPC is simulated or excluded on purpose.
+pub const NOT_SIMULATED: &[(&str, &str)] = &[
+    (
+        "GetDeployment",
+        "the classic piped reads deployments from its store, filled by ListNotCompletedDeployments",
+    ),
+    (
+        "SaveDeploymentMetadata",
+        "written by stages that keep metadata; the simulated pipeline's stages keep none",
+    ),
+    (
+        "SaveDeploymentSharedMetadata",
+        "written by stages that keep metadata; the simulated pipeline's stages keep none",
+    ),
+    ("SaveDeploymentPluginMetadata", "pipedv1 plugins only"),
+    (
+        "SaveStageMetadata",
+        "written by stages that keep metadata; the simulated pipeline's stages keep none",
+    ),
+    (
+        "ReportCommandHandled",
+        "only after a command (sync, cancel, approval, plan preview); none is sent to a simulated fleet",
+    ),
+    (
+        "GetLatestEvent",
+        "only when the event store holds events not handled yet, which a simulated fleet never registers",
+    ),
+    (
+        "ReportEventStatuses",
+        "only when the event store holds events not handled yet, which a simulated fleet never registers",
+    ),
+    (
+        "GetLatestAnalysisResult",
+        "the ANALYSIS stage only, absent from the simulated pipeline",
+    ),
+    (
+        "PutLatestAnalysisResult",
+        "the ANALYSIS stage only, absent from the simulated pipeline",
+    ),
+    (
+        "GetDesiredVersion",
+        "called by the piped launcher, a process of its own, not by the piped",
+    ),
+    (
+        "UpdateApplicationConfigurations",
+        "only when a registered application's config changes in Git, which a simulated fleet's never does",
+    ),
+    (
+        "CreateDeploymentChain",
+        "deployment chains only (postSync.chain), absent from the simulated applications",
+    ),
+    (
+        "InChainDeploymentPlannable",
+        "deployment chains only (postSync.chain), absent from the simulated applications",
+    ),
+    ("GetApplicationSharedObject", "pipedv1 plugins only"),
+    ("PutApplicationSharedObject", "pipedv1 plugins only"),
+];
+
 /// Stages of a simulated deployment, as a Kubernetes canary pipeline plans them.
 pub const STAGES: [&str; 3] = [
     "K8S_CANARY_ROLLOUT",
@@ -136,6 +197,22 @@ mod tests {
         }
         assert_eq!(Rpc::ListUnhandledCommands.name(), "ListUnhandledCommands");
         assert_eq!(Rpc::ALL.len(), 20);
+    }
+
+    /// Every PipedService RPC of `proto/` is simulated or excluded with a reason, and
+    /// no name is stale.
+    #[test]
+    fn every_piped_rpc_is_simulated_or_excluded() {
+        let mut ours: Vec<&str> = Rpc::ALL
+            .iter()
+            .map(|r| r.name())
+            .chain(NOT_SIMULATED.iter().map(|(name, _)| *name))
+            .collect();
+        ours.sort_unstable();
+        let mut proto = wisp_proto::rpcs::PIPED_SERVICE.to_vec();
+        proto.sort_unstable();
+        assert_eq!(ours, proto, "simulated or in NOT_SIMULATED, each once");
+        assert!(NOT_SIMULATED.iter().all(|(_, why)| !why.is_empty()));
     }
 
     #[test]

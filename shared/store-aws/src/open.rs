@@ -1,5 +1,5 @@
-//! A DynamoDB datastore and an S3 filestore from their configuration, opened and warmed
-//! up: one cheap call on each client (DescribeTable, HeadBucket) so that the first request
+//! A DynamoDB datastore and an S3 (or MinIO) filestore from their configuration, opened
+//! and warmed up: one cheap call on each client (DescribeTable, HeadBucket) so that the first request
 //! does not pay the TLS handshake. A missing table or bucket fails here, with a hint to
 //! run `wisp aws init`. [`init`] creates the table and the bucket (`wisp aws init`).
 //! Which stores a deployment opens is decided in one place, `wisp-app`.
@@ -9,7 +9,7 @@
 // The SDKs share one error type (`aws_smithy_runtime_api`'s), re-exported by each.
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use wisp_config::{
-    Config, ConfigError, DatastoreConfig, DynamoDbConfig, FilestoreConfig, S3Config,
+    Config, ConfigError, DatastoreConfig, DynamoDbConfig, FilestoreConfig, MinioConfig, S3Config,
 };
 use wisp_store::error::StoreError;
 
@@ -106,6 +106,38 @@ pub async fn open_filestore(c: &S3Config) -> Result<S3Filestore, OpenError> {
             ),
         )),
         Err(e) => Err(OpenError::store(bucket_what(c), e)),
+    }
+}
+
+/// The MinIO filestore of `c` (upstream's `type: MINIO`) through the S3 API, after one
+/// HeadBucket; with `autoCreateBucket`, the bucket is created first when it is missing,
+/// as upstream does.
+pub async fn open_minio_filestore(c: &MinioConfig) -> Result<S3Filestore, OpenError> {
+    let what = format!("MinIO bucket {} at {}", c.bucket, c.endpoint);
+    let (access_key, secret_key) = c.load_keys()?;
+    let filestore = S3Filestore::for_minio(
+        &c.endpoint,
+        c.bucket.clone(),
+        access_key,
+        secret_key.expose().to_owned(),
+    )
+    .await
+    .map_err(|e| OpenError::store(&what, e))?;
+    if c.auto_create_bucket {
+        filestore
+            .create_bucket_if_missing()
+            .await
+            .map_err(|e| OpenError::store(&what, e))?;
+    }
+    match bucket_exists(&filestore).await {
+        Ok(true) => Ok(filestore),
+        Ok(false) => Err(OpenError::store(
+            what,
+            StoreError::NotFound(
+                "the bucket does not exist (create it, or set autoCreateBucket: true)".into(),
+            ),
+        )),
+        Err(e) => Err(OpenError::store(what, e)),
     }
 }
 

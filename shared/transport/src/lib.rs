@@ -11,8 +11,10 @@ pub mod limits;
 pub mod load;
 #[cfg(feature = "piped")]
 pub mod piped;
+pub mod stack;
 pub mod status;
 #[cfg(feature = "web")]
 pub mod web;
 
 pub use edge::{EdgeLayer, EdgeService};
+pub use stack::HttpLayers;

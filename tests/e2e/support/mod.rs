@@ -11,6 +11,7 @@ pub mod aws;
 pub mod bridge;
 pub mod fixtures;
 pub mod iam;
+pub mod in_process;
 pub mod lambda;
 pub mod scenarios;
 pub mod web;

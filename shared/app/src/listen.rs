@@ -1,4 +1,4 @@
-//! The connections `wisp serve` accepts: at most `max` open at once, each closed when
+//! The connections a Wisp server ([`crate::server`]) accepts: at most `max` open at once, each closed when
 //! its client makes no request for too long, however many pings it answers
 //! ([`wisp_bridge::idle`]). At the cap, a connection that never sent an authenticated
 //! request is closed to make room; when all have, the server stops accepting (new clients
@@ -81,7 +81,7 @@ impl Connected for LimitedConn {
     }
 }
 
-/// Outermost layer of `wisp serve`: marks each request in flight on its connection
+/// Outermost layer of a Wisp server ([`crate::server`]): marks each request in flight on its connection
 /// until its response is sent, lets the gate mark the connection authenticated, and
 /// puts the TCP peer where tonic's `remote_addr` looks for it.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,0 +1,132 @@
+//! The one server builder (`wisp_app::server`), in process: what `wisp serve`, the
+//! benches and [`InProcess`] serve has every layer in its place (the edge, the console,
+//! gRPC-web, the gate) and the bounds it is given.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tonic::Code;
+use wisp_app::server::ServerOptions;
+use wisp_proto::model;
+use wisp_proto::pipedservice::ListUnhandledCommandsRequest;
+
+use crate::support;
+use support::in_process::InProcess;
+use support::{Via, assert_status, connect, http_post_to, http_request_to};
+
+const PROJECT: &str = "in-process";
+
+/// A project and a piped on the server's stores; the piped's `authorization` value.
+async fn register_piped(server: &InProcess) -> String {
+    server
+        .app
+        .stores
+        .projects
+        .create(model::Project {
+            id: PROJECT.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let (piped, key) = wisp_services::ops::pipeds::register_piped(
+        &server.app.stores.pipeds,
+        PROJECT,
+        "in-process".into(),
+        String::new(),
+        "test",
+    )
+    .await
+    .unwrap();
+    format!("PIPED-TOKEN {PROJECT},{},{key}", piped.id)
+}
+
+#[tokio::test]
+async fn every_layer_is_in_its_place() {
+    let server = InProcess::start().await;
+    let authorization = register_piped(&server).await;
+
+    // The edge: /healthz.
+    let (status, _) = http_request_to(server.addr, http::Method::GET, "/healthz").await;
+    assert_eq!(status, http::StatusCode::OK);
+
+    // The console answers a plain HTTP/1 path (gRPC-web alone would answer 400), with the
+    // headers every console response carries.
+    let resp = http_post_to(
+        server.addr,
+        "/auth/login/static",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        b"project=nope&username=a&password=b".to_vec(),
+    )
+    .await;
+    assert_ne!(resp.status, http::StatusCode::BAD_REQUEST, "{resp:?}");
+    assert_eq!(
+        resp.headers
+            .get("x-content-type-options")
+            .map(|v| v.to_str().unwrap()),
+        Some("nosniff"),
+        "{resp:?}"
+    );
+
+    // Native gRPC and gRPC-web on the same port, through the gate.
+    for via in [Via::Grpc, Via::GrpcWeb] {
+        let mut client = connect(server.addr, via, Some(&authorization)).await;
+        client
+            .list_unhandled_commands(ListUnhandledCommandsRequest {})
+            .await
+            .unwrap_or_else(|e| panic!("{via:?}: {e}"));
+        let mut stranger = connect(server.addr, via, Some("PIPED-TOKEN a,b,c")).await;
+        assert_status(
+            stranger
+                .list_unhandled_commands(ListUnhandledCommandsRequest {})
+                .await,
+            Code::Unauthenticated,
+            "",
+        );
+    }
+
+    // Shutdown: the server stops, and the port with it.
+    let addr = server.addr;
+    server.stop().await.unwrap();
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+/// `request_timeout` bounds a call whose client stalls mid-upload.
+#[tokio::test]
+async fn a_stalled_upload_is_cut_off_at_the_request_timeout() {
+    let server = InProcess::start_with(ServerOptions {
+        request_timeout: Duration::from_millis(300),
+        ..ServerOptions::default()
+    })
+    .await;
+    // A known piped: the gate reads the body only after the credentials are checked.
+    let authorization = register_piped(&server).await;
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    // A gRPC-web call announcing 1000 bytes and sending 5 of them.
+    let head = format!(
+        "POST /grpc.service.pipedservice.PipedService/ListUnhandledCommands HTTP/1.1\r\n\
+         host: wisp\r\ncontent-type: application/grpc-web+proto\r\n\
+         authorization: {authorization}\r\ncontent-length: 1000\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(b"\0\0\0\x03\xe3").await.unwrap();
+    // Generous: only a server without the bound never answers.
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = stream.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&buf[..n]);
+            if answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer to a stalled upload");
+    let answer = String::from_utf8_lossy(&answer).to_lowercase();
+    assert!(answer.contains("grpc-status:"), "{answer}");
+    assert!(answer.contains("timeout"), "{answer}");
+}

@@ -190,19 +190,89 @@ pub struct PipedCaller {
     pub piped_id: String,
 }
 
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct PipedCacheKey {
-    project_id: String,
-    piped_id: String,
-    key_sha256: [u8; 32],
-}
+/// Piped tokens as a [`CredentialKind`].
+struct Pipeds<S>(S);
 
-impl PipedCacheKey {
-    fn new(token: &PipedToken) -> Self {
-        PipedCacheKey {
-            project_id: token.project_id.clone(),
-            piped_id: token.piped_id.clone(),
-            key_sha256: sha256(token.piped_key()),
+#[async_trait]
+impl<S: PipedKeySource> CredentialKind for Pipeds<S> {
+    type Credential = PipedToken;
+    type Info = PipedAuthInfo;
+    type Caller = PipedCaller;
+    const NAME: &'static str = "piped";
+
+    fn id(token: &PipedToken) -> &str {
+        &token.piped_id
+    }
+
+    fn scope(token: &PipedToken) -> &str {
+        &token.project_id
+    }
+
+    fn key(token: &PipedToken) -> &str {
+        token.piped_key()
+    }
+
+    fn caller_ids(caller: &PipedCaller) -> (&str, &str) {
+        (&caller.project_id, &caller.piped_id)
+    }
+
+    async fn revoked_since(&self, project_id: &str, piped_id: &str, since_ms: i64) -> bool {
+        self.0
+            .piped_revoked_since(project_id, piped_id, since_ms)
+            .await
+    }
+
+    /// As upstream: the project exists; the piped exists, belongs to the project and is
+    /// enabled.
+    async fn lookup(&self, token: &PipedToken) -> Result<Lookup<PipedAuthInfo>, SourceError> {
+        let project_id = token.project_id.as_str();
+        let piped_id = token.piped_id.as_str();
+        if !self.0.project_exists(project_id).await? {
+            return Ok(Lookup::Refused(Reason::ProjectNotFound {
+                project_id: project_id.to_owned(),
+                piped_id: piped_id.to_owned(),
+            }));
+        }
+        let Some(piped) = self.0.piped(piped_id).await? else {
+            return Ok(Lookup::Unknown(Reason::PipedNotFound {
+                piped_id: piped_id.to_owned(),
+            }));
+        };
+        if piped.project_id != project_id {
+            return Ok(Lookup::Refused(Reason::PipedProjectMismatch {
+                piped_id: piped_id.to_owned(),
+                expected: project_id.to_owned(),
+                got: piped.project_id,
+            }));
+        }
+        if piped.disabled {
+            return Ok(Lookup::Refused(Reason::PipedDisabled {
+                piped_id: piped_id.to_owned(),
+            }));
+        }
+        Ok(Lookup::Found(piped))
+    }
+
+    fn key_hashes(piped: &PipedAuthInfo) -> &[String] {
+        &piped.key_hashes
+    }
+
+    async fn replace_hash(&self, piped: &PipedAuthInfo, piped_id: &str, old: &str, new: &str) {
+        self.0
+            .replace_piped_key_hash(&piped.project_id, piped_id, old, new)
+            .await
+    }
+
+    fn mismatch(piped_id: &str) -> Reason {
+        Reason::PipedKeyMismatch {
+            piped_id: piped_id.to_owned(),
+        }
+    }
+
+    fn caller(piped_id: &str, piped: PipedAuthInfo) -> PipedCaller {
+        PipedCaller {
+            project_id: piped.project_id,
+            piped_id: piped_id.to_owned(),
         }
     }
 }
@@ -210,21 +280,13 @@ impl PipedCacheKey {
 /// Verifies piped tokens as upstream does (project exists; piped exists, belongs to the
 /// project and is enabled; the key matches one of its hashes), caching the outcome.
 pub struct PipedVerifier<S> {
-    source: S,
-    /// The caller, and when it was verified (unix ms).
-    verified: TtlCache<PipedCacheKey, (PipedCaller, i64)>,
-    rejected: TtlCache<PipedCacheKey, Reason>,
-    /// Piped ids the source did not know: ids are random and made at registration, so
-    /// one unknown now was not registered before and a flood of made-up ids costs one
-    /// store read per id per `rejected_ttl`.
-    unknown: TtlCache<String, Reason>,
-    hashing: HashGuard,
+    protocol: Protocol<Pipeds<S>, PipedCaller>,
 }
 
 impl<S> fmt::Debug for PipedVerifier<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PipedVerifier")
-            .field("bcrypt_verifications", &self.hashing.slow_checks())
+            .field("bcrypt_verifications", &self.protocol.hashing.slow_checks())
             .finish_non_exhaustive()
     }
 }
@@ -237,38 +299,28 @@ impl<S: PipedKeySource> PipedVerifier<S> {
 
     pub fn with_policy(source: S, policy: CachePolicy) -> Self {
         PipedVerifier {
-            source,
-            verified: TtlCache::new(policy.verified_ttl, policy.capacity),
-            rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
-            unknown: TtlCache::new(policy.rejected_ttl, policy.capacity),
-            hashing: HashGuard::new(policy.hashing, "piped"),
+            protocol: Protocol::new(Pipeds(source), policy),
         }
     }
 
     pub fn source(&self) -> &S {
-        &self.source
+        &self.protocol.kind.0
     }
 
     /// bcrypt comparisons run so far (one per stored hash tried).
     pub fn bcrypt_verifications(&self) -> u64 {
-        self.hashing.slow_checks()
+        self.protocol.hashing.slow_checks()
     }
 
     /// Forgets every cached outcome for `piped_id` on this instance (call after disabling
     /// a piped or changing its keys here; other instances catch up within the TTLs).
     pub fn forget_piped(&self, piped_id: &str) {
-        self.verified.remove_where(|k, _| k.piped_id == piped_id);
-        self.rejected.remove_where(|k, _| k.piped_id == piped_id);
-        self.unknown.remove_where(|id, _| id == piped_id);
-        self.hashing.forget(piped_id);
+        self.protocol.forget(piped_id);
     }
 
     /// Forgets every cached outcome.
     pub fn clear_cache(&self) {
-        self.verified.clear();
-        self.rejected.clear();
-        self.unknown.clear();
-        self.hashing.clear();
+        self.protocol.clear();
     }
 
     /// Verifies `token`. Rejections are `AuthError::Unauthenticated(reason)`; a failing
@@ -284,117 +336,8 @@ impl<S: PipedKeySource> PipedVerifier<S> {
         token: &PipedToken,
         source: Option<std::net::IpAddr>,
     ) -> Result<PipedCaller, AuthError> {
-        counted("piped", self.verify_uncounted(token, source).await)
+        self.protocol.verify(token, source).await
     }
-
-    /// [`Self::verify`], with whether the answer came from the verified cache.
-    async fn verify_uncounted(
-        &self,
-        token: &PipedToken,
-        source: Option<std::net::IpAddr>,
-    ) -> Result<(PipedCaller, bool), AuthError> {
-        let cache_key = PipedCacheKey::new(token);
-        if let Some((caller, verified_at)) = self.verified.get(&cache_key) {
-            if !self
-                .source
-                .piped_revoked_since(&caller.project_id, &caller.piped_id, verified_at)
-                .await
-            {
-                return Ok((caller, true));
-            }
-            self.forget_piped(&caller.piped_id);
-        }
-        if let Some(reason) = self.rejected.get(&cache_key) {
-            return Err(AuthError::Unauthenticated(reason));
-        }
-        if let Some(reason) = self.unknown.get(token.piped_id.as_str()) {
-            return Err(AuthError::Unauthenticated(reason));
-        }
-
-        // Taken before the read: a revocation after this instant ends the verification.
-        let verified_at = now_ms();
-        let project_id = token.project_id.as_str();
-        let piped_id = token.piped_id.as_str();
-        if !self.source.project_exists(project_id).await? {
-            return Err(Reason::ProjectNotFound {
-                project_id: project_id.to_owned(),
-                piped_id: piped_id.to_owned(),
-            }
-            .into());
-        }
-        let Some(piped) = self.source.piped(piped_id).await? else {
-            let reason = Reason::PipedNotFound {
-                piped_id: piped_id.to_owned(),
-            };
-            self.unknown.insert(piped_id.to_owned(), reason.clone());
-            return Err(reason.into());
-        };
-        if piped.project_id != project_id {
-            return Err(Reason::PipedProjectMismatch {
-                piped_id: piped_id.to_owned(),
-                expected: project_id.to_owned(),
-                got: piped.project_id,
-            }
-            .into());
-        }
-        if piped.disabled {
-            return Err(Reason::PipedDisabled {
-                piped_id: piped_id.to_owned(),
-            }
-            .into());
-        }
-        match self
-            .hashing
-            .check(piped_id, token.piped_key(), &piped.key_hashes, source)
-            .await?
-        {
-            Check::Matched(None) => {}
-            Check::Matched(Some(slow)) => {
-                // A key from upstream PipeCD (bcrypt): store its fast hash from now on.
-                let fast = crate::keys::hash_generated_key(token.piped_key());
-                self.source
-                    .replace_piped_key_hash(project_id, piped_id, &slow, &fast)
-                    .await;
-            }
-            Check::NoMatch => {
-                let reason = Reason::PipedKeyMismatch {
-                    piped_id: piped_id.to_owned(),
-                };
-                self.rejected.insert(cache_key, reason.clone());
-                return Err(reason.into());
-            }
-            Check::TooManyFailures => {
-                return Err(Reason::TooManyFailures {
-                    id: piped_id.to_owned(),
-                }
-                .into());
-            }
-        }
-
-        let caller = PipedCaller {
-            project_id: project_id.to_owned(),
-            piped_id: piped_id.to_owned(),
-        };
-        tracing::debug!(project_id, piped_id, "piped credentials verified");
-        self.verified
-            .insert(cache_key, (caller.clone(), verified_at));
-        Ok((caller, false))
-    }
-}
-
-/// Counts a verification by its outcome (`wisp_auth_verifications_total`).
-fn counted<C>(
-    credential: &'static str,
-    result: Result<(C, bool), AuthError>,
-) -> Result<C, AuthError> {
-    let outcome = match &result {
-        Ok((_, true)) => "cached",
-        Ok((_, false)) => "verified",
-        Err(AuthError::Unauthenticated(_)) => "rejected",
-        Err(_) => "unavailable",
-    };
-    wisp_telemetry::record_verification(credential, outcome);
-    result.map(|(caller, _)| caller)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -467,29 +410,93 @@ pub struct ApiKeyCaller {
     pub role: i32,
 }
 
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct ApiKeyCacheKey {
-    id: String,
-    key_sha256: [u8; 32],
+/// API keys as a [`CredentialKind`].
+struct ApiKeys<S>(S);
+
+#[async_trait]
+impl<S: ApiKeyAuthSource> CredentialKind for ApiKeys<S> {
+    type Credential = ApiKeyCredential;
+    type Info = ApiKeyAuthInfo;
+    type Caller = ApiKeyCaller;
+    const NAME: &'static str = "api_key";
+
+    fn id(credential: &ApiKeyCredential) -> &str {
+        &credential.id
+    }
+
+    /// An API key's id alone names it.
+    fn scope(_credential: &ApiKeyCredential) -> &str {
+        ""
+    }
+
+    fn key(credential: &ApiKeyCredential) -> &str {
+        credential.key()
+    }
+
+    fn caller_ids(caller: &ApiKeyCaller) -> (&str, &str) {
+        (&caller.project_id, &caller.id)
+    }
+
+    async fn revoked_since(&self, project_id: &str, id: &str, since_ms: i64) -> bool {
+        self.0.api_key_revoked_since(project_id, id, since_ms).await
+    }
+
+    /// As upstream: the key exists and is enabled.
+    async fn lookup(
+        &self,
+        credential: &ApiKeyCredential,
+    ) -> Result<Lookup<ApiKeyAuthInfo>, SourceError> {
+        let id = credential.id.as_str();
+        let not_found = || Lookup::Unknown(Reason::ApiKeyNotFound { id: id.to_owned() });
+        let Some(info) = self.0.api_key(id).await? else {
+            return Ok(not_found());
+        };
+        if info.id != id {
+            return Ok(not_found());
+        }
+        if info.disabled {
+            return Ok(Lookup::Refused(Reason::ApiKeyDisabled {
+                id: id.to_owned(),
+            }));
+        }
+        Ok(Lookup::Found(info))
+    }
+
+    fn key_hashes(info: &ApiKeyAuthInfo) -> &[String] {
+        std::slice::from_ref(&info.key_hash)
+    }
+
+    async fn replace_hash(&self, info: &ApiKeyAuthInfo, id: &str, old: &str, new: &str) {
+        self.0
+            .replace_api_key_hash(&info.project_id, id, old, new)
+            .await
+    }
+
+    fn mismatch(id: &str) -> Reason {
+        Reason::ApiKeyMismatch { id: id.to_owned() }
+    }
+
+    fn caller(_id: &str, info: ApiKeyAuthInfo) -> ApiKeyCaller {
+        ApiKeyCaller {
+            id: info.id,
+            name: info.name,
+            project_id: info.project_id,
+            role: info.role,
+        }
+    }
 }
 
 /// Verifies API keys as upstream does (the key exists, is enabled, and bcrypt matches),
 /// caching the outcome. Unlike upstream it writes nothing (no "last used" write that can
 /// fail the call); recording last use, if wanted, is the caller's best-effort business.
 pub struct ApiKeyVerifier<S> {
-    source: S,
-    /// The caller, and when it was verified (unix ms).
-    verified: TtlCache<ApiKeyCacheKey, (ApiKeyCaller, i64)>,
-    rejected: TtlCache<ApiKeyCacheKey, Reason>,
-    /// Key ids the source did not know (random UUIDs made with the key).
-    unknown: TtlCache<String, Reason>,
-    hashing: HashGuard,
+    protocol: Protocol<ApiKeys<S>, ApiKeyCaller>,
 }
 
 impl<S> fmt::Debug for ApiKeyVerifier<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ApiKeyVerifier")
-            .field("bcrypt_verifications", &self.hashing.slow_checks())
+            .field("bcrypt_verifications", &self.protocol.hashing.slow_checks())
             .finish_non_exhaustive()
     }
 }
@@ -502,37 +509,27 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
 
     pub fn with_policy(source: S, policy: CachePolicy) -> Self {
         ApiKeyVerifier {
-            source,
-            verified: TtlCache::new(policy.verified_ttl, policy.capacity),
-            rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
-            unknown: TtlCache::new(policy.rejected_ttl, policy.capacity),
-            hashing: HashGuard::new(policy.hashing, "api_key"),
+            protocol: Protocol::new(ApiKeys(source), policy),
         }
     }
 
     pub fn source(&self) -> &S {
-        &self.source
+        &self.protocol.kind.0
     }
 
     /// bcrypt comparisons run so far.
     pub fn bcrypt_verifications(&self) -> u64 {
-        self.hashing.slow_checks()
+        self.protocol.hashing.slow_checks()
     }
 
     /// Forgets every cached outcome for API key `id` on this instance.
     pub fn forget_api_key(&self, id: &str) {
-        self.verified.remove_where(|k, _| k.id == id);
-        self.rejected.remove_where(|k, _| k.id == id);
-        self.unknown.remove_where(|key_id, _| key_id == id);
-        self.hashing.forget(id);
+        self.protocol.forget(id);
     }
 
     /// Forgets every cached outcome.
     pub fn clear_cache(&self) {
-        self.verified.clear();
-        self.rejected.clear();
-        self.unknown.clear();
-        self.hashing.clear();
+        self.protocol.clear();
     }
 
     pub async fn verify(&self, credential: &ApiKeyCredential) -> Result<ApiKeyCaller, AuthError> {
@@ -546,70 +543,177 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
         credential: &ApiKeyCredential,
         source: Option<std::net::IpAddr>,
     ) -> Result<ApiKeyCaller, AuthError> {
-        counted("api_key", self.verify_uncounted(credential, source).await)
+        self.protocol.verify(credential, source).await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The protocol, once for every kind of credential
+// ---------------------------------------------------------------------------------------
+
+/// What the verification protocol needs to know about one kind of credential: how to
+/// look it up, its hashes, how to upgrade a hash, and what identifies it in the caches.
+#[async_trait]
+trait CredentialKind: Send + Sync {
+    /// The credential as presented.
+    type Credential: Sync;
+    /// What the store knows about it.
+    type Info: Send;
+    /// Whom it authenticates (kept in the verified cache).
+    type Caller: Clone + Send + Sync;
+    /// Its name in metrics and logs, and in the bounds on bcrypt work.
+    const NAME: &'static str;
+
+    /// The credential's id: unknown ids, failure counts and `forget` go by it.
+    fn id(credential: &Self::Credential) -> &str;
+    /// What else the credential names that a verified key is bound to (a piped token's
+    /// project), or "".
+    fn scope(credential: &Self::Credential) -> &str;
+    /// The secret, to hash.
+    fn key(credential: &Self::Credential) -> &str;
+    /// `(project id, credential id)` of a caller, as revocations are recorded.
+    fn caller_ids(caller: &Self::Caller) -> (&str, &str);
+    /// Whether the credential was revoked after `since_ms` (unix milliseconds).
+    async fn revoked_since(&self, project_id: &str, id: &str, since_ms: i64) -> bool;
+    /// Reads the credential and applies every rule but the key's.
+    async fn lookup(
+        &self,
+        credential: &Self::Credential,
+    ) -> Result<Lookup<Self::Info>, SourceError>;
+    /// The stored hashes the key may match.
+    fn key_hashes(info: &Self::Info) -> &[String];
+    /// Replaces the stored hash `old` with `new` (best effort).
+    async fn replace_hash(&self, info: &Self::Info, id: &str, old: &str, new: &str);
+    /// Why a key that matched none of the hashes is refused.
+    fn mismatch(id: &str) -> Reason;
+    /// The caller a verified credential stands for.
+    fn caller(id: &str, info: Self::Info) -> Self::Caller;
+}
+
+/// What a lookup found.
+enum Lookup<I> {
+    /// The credential exists and may be used if its key matches.
+    Found(I),
+    /// The store has no such id: remembered in the unknown cache.
+    Unknown(Reason),
+    /// It exists but may not be used (disabled, another project...): not cached, so
+    /// re-enabling it takes effect at once.
+    Refused(Reason),
+}
+
+/// Cache key of a presented credential; the plaintext key is never kept.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct CacheKey {
+    scope: String,
+    id: String,
+    key_sha256: [u8; 32],
+}
+
+/// The verification protocol with its caches, for credentials of kind `K` that
+/// authenticate a `C` (`K::Caller`, a parameter of its own so that the verifiers' structs
+/// need no bound on their source).
+struct Protocol<K, C> {
+    kind: K,
+    /// The caller, and when it was verified (unix ms).
+    verified: TtlCache<CacheKey, (C, i64)>,
+    rejected: TtlCache<CacheKey, Reason>,
+    /// Ids the source did not know: ids are random and made with the credential, so one
+    /// unknown now was not made before, and a flood of made-up ids costs one store read
+    /// per id per `rejected_ttl`.
+    unknown: TtlCache<String, Reason>,
+    hashing: HashGuard,
+}
+
+impl<K: CredentialKind<Caller = C>, C: Clone + Send + Sync> Protocol<K, C> {
+    fn new(kind: K, policy: CachePolicy) -> Self {
+        Protocol {
+            kind,
+            verified: TtlCache::new(policy.verified_ttl, policy.capacity),
+            rejected: TtlCache::new(policy.rejected_ttl, policy.capacity),
+            unknown: TtlCache::new(policy.rejected_ttl, policy.capacity),
+            hashing: HashGuard::new(policy.hashing, K::NAME),
+        }
     }
 
-    /// [`Self::verify`], with whether the answer came from the verified cache.
+    fn forget(&self, id: &str) {
+        self.verified.remove_where(|k, _| k.id == id);
+        self.rejected.remove_where(|k, _| k.id == id);
+        self.unknown.remove_where(|unknown, _| unknown == id);
+        self.hashing.forget(id);
+    }
+
+    fn clear(&self) {
+        self.verified.clear();
+        self.rejected.clear();
+        self.unknown.clear();
+        self.hashing.clear();
+    }
+
+    /// Verifies `credential`, counting the outcome.
+    async fn verify(
+        &self,
+        credential: &K::Credential,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<K::Caller, AuthError> {
+        counted(K::NAME, self.verify_uncounted(credential, source).await)
+    }
+
+    /// Verifies `credential`, with whether the answer came from the verified cache.
+    /// Rejections are `AuthError::Unauthenticated(reason)`; a failing source is
+    /// `AuthError::Unavailable`.
     async fn verify_uncounted(
         &self,
-        credential: &ApiKeyCredential,
+        credential: &K::Credential,
         source: Option<std::net::IpAddr>,
-    ) -> Result<(ApiKeyCaller, bool), AuthError> {
-        let cache_key = ApiKeyCacheKey {
-            id: credential.id.clone(),
-            key_sha256: sha256(credential.key()),
+    ) -> Result<(K::Caller, bool), AuthError> {
+        let id = K::id(credential);
+        let cache_key = CacheKey {
+            scope: K::scope(credential).to_owned(),
+            id: id.to_owned(),
+            key_sha256: sha256(K::key(credential)),
         };
         if let Some((caller, verified_at)) = self.verified.get(&cache_key) {
+            let (project_id, caller_id) = K::caller_ids(&caller);
             if !self
-                .source
-                .api_key_revoked_since(&caller.project_id, &caller.id, verified_at)
+                .kind
+                .revoked_since(project_id, caller_id, verified_at)
                 .await
             {
                 return Ok((caller, true));
             }
-            self.forget_api_key(&caller.id);
+            self.forget(caller_id);
         }
         if let Some(reason) = self.rejected.get(&cache_key) {
             return Err(AuthError::Unauthenticated(reason));
         }
-        if let Some(reason) = self.unknown.get(credential.id.as_str()) {
+        // Before any bcrypt: an id the store does not know costs no hashing.
+        if let Some(reason) = self.unknown.get(id) {
             return Err(AuthError::Unauthenticated(reason));
         }
 
+        // Taken before the read: a revocation after this instant ends the verification.
         let verified_at = now_ms();
-        let id = credential.id.as_str();
-        let not_found = || {
-            let reason = Reason::ApiKeyNotFound { id: id.to_owned() };
-            self.unknown.insert(id.to_owned(), reason.clone());
-            reason
+        let info = match self.kind.lookup(credential).await? {
+            Lookup::Found(info) => info,
+            Lookup::Unknown(reason) => {
+                self.unknown.insert(id.to_owned(), reason.clone());
+                return Err(reason.into());
+            }
+            Lookup::Refused(reason) => return Err(reason.into()),
         };
-        let info = self.source.api_key(id).await?.ok_or_else(not_found)?;
-        if info.id != id {
-            return Err(not_found().into());
-        }
-        if info.disabled {
-            return Err(Reason::ApiKeyDisabled { id: id.to_owned() }.into());
-        }
         match self
             .hashing
-            .check(
-                id,
-                credential.key(),
-                std::slice::from_ref(&info.key_hash),
-                source,
-            )
+            .check(id, K::key(credential), K::key_hashes(&info), source)
             .await?
         {
             Check::Matched(None) => {}
             Check::Matched(Some(slow)) => {
                 // A key from upstream PipeCD (bcrypt): store its fast hash from now on.
-                let fast = crate::keys::hash_generated_key(credential.key());
-                self.source
-                    .replace_api_key_hash(&info.project_id, id, &slow, &fast)
-                    .await;
+                let fast = crate::keys::hash_generated_key(K::key(credential));
+                self.kind.replace_hash(&info, id, &slow, &fast).await;
             }
             Check::NoMatch => {
-                let reason = Reason::ApiKeyMismatch { id: id.to_owned() };
+                let reason = K::mismatch(id);
                 self.rejected.insert(cache_key, reason.clone());
                 return Err(reason.into());
             }
@@ -618,15 +722,26 @@ impl<S: ApiKeyAuthSource> ApiKeyVerifier<S> {
             }
         }
 
-        let caller = ApiKeyCaller {
-            id: info.id,
-            name: info.name,
-            project_id: info.project_id,
-            role: info.role,
-        };
-        tracing::debug!(api_key_id = id, project_id = %caller.project_id, "api key verified");
+        let caller = K::caller(id, info);
+        let (project_id, _) = K::caller_ids(&caller);
+        tracing::debug!(credential = K::NAME, id, project_id, "credentials verified");
         self.verified
             .insert(cache_key, (caller.clone(), verified_at));
         Ok((caller, false))
     }
+}
+
+/// Counts a verification by its outcome (`wisp_auth_verifications_total`).
+fn counted<C>(
+    credential: &'static str,
+    result: Result<(C, bool), AuthError>,
+) -> Result<C, AuthError> {
+    let outcome = match &result {
+        Ok((_, true)) => "cached",
+        Ok((_, false)) => "verified",
+        Err(AuthError::Unauthenticated(_)) => "rejected",
+        Err(_) => "unavailable",
+    };
+    wisp_telemetry::record_verification(credential, outcome);
+    result.map(|(caller, _)| caller)
 }

@@ -22,6 +22,7 @@ resource "aws_lambda_function" "this" {
   description = var.config_revision == null ? "Wisp ${each.key} (${each.value})" : "Wisp ${each.key} (${each.value}), config ${var.config_revision}"
   role        = aws_iam_role.function[each.key].arn
 
+  package_type     = "Zip" # the provider's default, stated (tests/release.tftest.hcl)
   runtime          = "provided.al2023"
   handler          = "bootstrap"
   architectures    = [var.architecture]

@@ -432,7 +432,8 @@ run "custom_domain_with_route53" {
 
 # Config changes reach the live aliases: config_revision is part of each function's
 # configuration (its description), and a function with publish = true publishes a new
-# version when its configuration changes, which the live alias then points at.
+# version when its configuration changes, which the live alias then points at
+# (tests/release.tftest.hcl applies it: the alias moves to the new version).
 run "config_revision" {
   command = plan
 

@@ -14,7 +14,11 @@ use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock (the system's monotonic clock, as std's `Instant`, outside tests): the
+// tests move it on with tokio's paused time instead of sleeping past a TTL.
+use tokio::time::Instant;
 
 /// Longest TTL accepted (keeps `Instant + ttl` far from overflow).
 pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -159,12 +163,14 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn expires_after_ttl() {
+    #[tokio::test(start_paused = true)]
+    async fn expires_after_ttl() {
         let c = TtlCache::new(Duration::from_millis(30), 10);
         c.insert("a".to_owned(), 1);
+        // The lifetime is 24 to 30 ms.
+        tokio::time::advance(Duration::from_millis(23)).await;
         assert_eq!(c.get("a"), Some(1));
-        std::thread::sleep(Duration::from_millis(40));
+        tokio::time::advance(Duration::from_millis(8)).await;
         assert_eq!(c.get("a"), None);
         assert_eq!(c.len(), 0);
     }

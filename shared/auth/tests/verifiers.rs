@@ -1,5 +1,10 @@
 //! Verifier behaviour against fake sources that count their calls (mirrors upstream's
 //! pipedverifier TestVerify, plus caching, expiry and rotation).
+//!
+//! The tests of TTLs run on tokio's paused clock (`start_paused`; the caches read
+//! tokio's `Instant`): a sleep past a TTL moves the clock on at once, and nothing expires
+//! between two calls however slow the machine. bcrypt runs on blocking threads, during
+//! which the paused clock does not move.
 
 // Tests assert by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -200,7 +205,7 @@ async fn disabled_piped_then_enabled() {
     assert_eq!(src.calls(), (2, 2));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn wrong_key_is_rejected_and_briefly_negative_cached() {
     let src = fixture();
     let v = PipedVerifier::with_policy(
@@ -285,7 +290,7 @@ async fn second_key_is_accepted() {
     assert_eq!(v.bcrypt_verifications(), 3);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cache_expiry_re_verifies() {
     let src = fixture();
     let v = PipedVerifier::with_policy(
@@ -313,7 +318,7 @@ async fn cache_expiry_re_verifies() {
     assert_eq!(v.bcrypt_verifications(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn disabling_takes_effect_within_the_ttl() {
     let src = fixture();
     let v = PipedVerifier::with_policy(
@@ -333,7 +338,7 @@ async fn disabling_takes_effect_within_the_ttl() {
     ));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn key_rotation() {
     let src = fixture();
     let v = PipedVerifier::with_policy(
@@ -373,7 +378,7 @@ async fn key_rotation() {
     assert!(v.verify(&new).await.is_ok());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn new_key_on_another_instance_is_accepted_after_rejected_ttl() {
     // An instance that saw a key fail (e.g. it raced the write) accepts it once the short
     // negative TTL has passed, without any explicit invalidation.
@@ -420,7 +425,7 @@ async fn source_errors_are_unavailable_and_not_cached() {
     assert!(v.verify(&t).await.is_ok());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cache_is_bounded() {
     let src = fixture();
     for i in 0..3 {
@@ -445,7 +450,7 @@ async fn cache_is_bounded() {
 
 /// A piped id is no secret: a flood of made-up keys for it costs at most
 /// `failures_per_id` bcrypts per window, and the real piped keeps working.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_flood_of_wrong_keys_for_one_id_is_bounded() {
     let src = fixture();
     let policy = CachePolicy::default()
@@ -601,35 +606,64 @@ fn slow_pipeds(src: &FakePipeds, n: usize) {
     }
 }
 
+/// Polls `future` once, as a caller does before it gives up (its deadline passes, its
+/// connection closes): whether it finished then.
+fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> bool {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    std::future::Future::poll(std::pin::Pin::new(future), &mut cx).is_ready()
+}
+
 /// A caller that goes away (its deadline passed, its connection closed) while waiting for
 /// a check costs nothing: the check it was waiting for never starts.
+///
+/// No clock decides the outcome: the departed caller's check, had it been kept, would
+/// queue for the only slot before a third caller's, and the slot is handed out in turn;
+/// so once the third caller is answered, every check that was going to run has run.
+/// (Checked by making `HashGuard::check` run its turn in a spawned task, so that
+/// dropping the caller no longer cancels it: this test then fails with 3 checks.)
 #[tokio::test]
 async fn a_caller_that_has_gone_starts_no_check() {
-    let src = fixture();
-    slow_pipeds(&src, 2);
-    let policy = CachePolicy::default().hashing(HashPolicy {
-        slots: 1,
-        ..HashPolicy::default()
-    });
-    let v = Arc::new(PipedVerifier::with_policy(src.clone(), policy));
-    let holder = {
-        let v = v.clone();
-        tokio::spawn(async move { v.verify(&token("project-1", "p0", "k0")).await })
-    };
-    // p0's check holds the only slot; p1's caller gives up while waiting for it.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(20),
-        v.verify(&token("project-1", "p1", "k1")),
-    )
-    .await;
-    assert!(gave_up.is_err(), "p1's check should still be waiting");
-    assert!(holder.await.unwrap().is_ok());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(v.bcrypt_verifications(), 1, "p1 was checked for nobody");
-    // p1 itself, calling again, is checked as usual.
-    assert!(v.verify(&token("project-1", "p1", "k1")).await.is_ok());
-    assert_eq!(v.bcrypt_verifications(), 2);
+    // The first check must still hold the slot when the second caller arrives and goes;
+    // it takes a few hundred milliseconds, the second caller's visit microseconds. A
+    // machine that stalls in between tries again with a fresh verifier.
+    for attempt in 1..=5 {
+        let src = fixture();
+        slow_pipeds(&src, 3);
+        let policy = CachePolicy::default().hashing(HashPolicy {
+            slots: 1,
+            ..HashPolicy::default()
+        });
+        let v = PipedVerifier::with_policy(src.clone(), policy);
+        // p0's check takes the only slot (the first poll runs up to the CPU work).
+        let (t0, t1) = (
+            token("project-1", "p0", "k0"),
+            token("project-1", "p1", "k1"),
+        );
+        let mut holder = Box::pin(v.verify(&t0));
+        assert!(!poll_once(&mut holder), "p0's check is under way");
+        // p1's caller arrives, waits for the slot, and goes away.
+        let mut gone = Box::pin(v.verify(&t1));
+        assert!(!poll_once(&mut gone), "p1's check waits for the slot");
+        drop(gone);
+        if v.bcrypt_verifications() != 0 {
+            // p0's check ended before p1's caller came: nothing was tested.
+            println!("attempt {attempt}: p0's check ended too early, again");
+            continue;
+        }
+        assert!(holder.await.is_ok());
+        // p2 queues for the slot after anything p1 left behind.
+        assert!(v.verify(&token("project-1", "p2", "k2")).await.is_ok());
+        assert_eq!(
+            v.bcrypt_verifications(),
+            2,
+            "p0 and p2 checked; p1 must not be checked for nobody"
+        );
+        // p1 itself, calling again, is checked as usual.
+        assert!(v.verify(&token("project-1", "p1", "k1")).await.is_ok());
+        assert_eq!(v.bcrypt_verifications(), 3);
+        return;
+    }
+    panic!("p0's check never outlasted p1's visit");
 }
 
 /// A check that has started when its caller goes away finishes and is kept: the
@@ -639,19 +673,17 @@ async fn a_check_whose_caller_left_serves_the_retry() {
     let src = fixture();
     slow_pipeds(&src, 1);
     let v = PipedVerifier::new(src.clone());
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(20),
-        v.verify(&token("project-1", "p0", "k0")),
-    )
-    .await;
-    assert!(gave_up.is_err(), "the check should still be running");
+    let t0 = token("project-1", "p0", "k0");
+    let mut gone = Box::pin(v.verify(&t0));
+    assert!(!poll_once(&mut gone), "the check should be under way");
+    drop(gone);
     // The check runs to its end and is counted and kept, though nobody waits for it.
     let finished = async {
         while v.bcrypt_verifications() == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(10), finished)
+    tokio::time::timeout(Duration::from_secs(120), finished)
         .await
         .expect("the started check finishes");
     assert!(v.verify(&token("project-1", "p0", "k0")).await.is_ok());
@@ -874,7 +906,7 @@ async fn api_key_unknown_disabled_wrong() {
     assert_eq!(v.bcrypt_verifications(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn api_key_disable_within_ttl_and_forget() {
     let src = Arc::new(FakeApiKeys::default());
     let cred = src.register("ci", 1);

@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod collection;
+pub mod content;
 // A test suite for the backends' tests: it asserts by panicking.
 #[cfg(feature = "conformance")]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

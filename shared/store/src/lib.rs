@@ -15,6 +15,7 @@ pub mod filestore;
 pub mod memory_cache;
 pub mod metered;
 pub mod migrate;
+pub mod projects;
 
 // Domain stores built on the traits.
 pub mod analysis;

@@ -283,8 +283,11 @@ async fn an_upstream_control_plane_moves_to_wisp_with_its_keys() {
             let page = wisp_store::Datastore::scan(&datastore, kind, None, 100)
                 .await
                 .expect("scan");
-            let versions: Vec<u64> = page.records.iter().map(|(r, _)| r.version).collect();
-            assert_eq!(versions, [1], "{kind} was rewritten");
+            // (Projects: the dump's and the quickstart project `wisp` makes on defaults.)
+            assert!(!page.records.is_empty(), "no {kind}");
+            for (record, _) in &page.records {
+                assert_eq!(record.version, 1, "{kind} {} was rewritten", record.id);
+            }
         }
     }
 

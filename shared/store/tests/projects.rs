@@ -17,7 +17,7 @@ fn stored(id: &str, desc: &str) -> model::Project {
         desc: desc.into(),
         static_admin: Some(model::ProjectStaticUser {
             username: "stored-admin".into(),
-            password_hash: "x".into(),
+            password_hash: "$2a$10$not-a-real-hash".into(),
         }),
         ..Default::default()
     }

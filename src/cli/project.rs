@@ -3,7 +3,7 @@
 use clap::Subcommand;
 use serde_json::json;
 use wisp_services::ops;
-use wisp_store::entities::{pk, slot};
+use wisp_store::projects::ProjectSource;
 
 use super::admin::{print_json, store_failure, usage};
 use super::stores::StoreArgs;
@@ -82,7 +82,7 @@ pub async fn run(cmd: ProjectCommand) -> Result<(), CliError> {
             }
             let username = wisp_auth::keys::generate_random_string(10);
             let password = wisp_auth::keys::generate_random_string(30);
-            let defined_in_config = opened.config_projects().contains_key(&id);
+            let defined_in_config = opened.projects().is_config_project(&id);
             ops::projects::create_project(
                 &opened.stores.projects,
                 ops::projects::NewProject {
@@ -107,39 +107,14 @@ pub async fn run(cmd: ProjectCommand) -> Result<(), CliError> {
         }
         ProjectCommand::List { stores, json } => {
             let opened = stores.open().await?;
-            let mut rows: Vec<Row> = opened
-                .config_projects()
-                .values()
-                .map(|p| Row {
-                    id: p.id.clone(),
-                    desc: p.desc.clone(),
-                    source: "config",
-                    admin: p.static_admin.username.clone(),
-                    static_admin_disabled: false,
-                    allow_stray_as_viewer: false,
-                })
-                .collect();
-            let stored = opened
-                .stores
-                .projects
-                .list_all(slot::PROJECT_ALL, pk::PROJECT_ALL, None)
+            let rows: Vec<Row> = opened
+                .projects()
+                .list()
                 .await
-                .map_err(|e| store_failure(e, "list projects"))?;
-            rows.extend(stored.into_iter().map(|p| {
-                Row {
-                    admin: p
-                        .static_admin
-                        .as_ref()
-                        .map(|a| a.username.clone())
-                        .unwrap_or_default(),
-                    id: p.id,
-                    desc: p.desc,
-                    source: "datastore",
-                    static_admin_disabled: p.static_admin_disabled,
-                    allow_stray_as_viewer: p.allow_stray_as_viewer,
-                }
-            }));
-            rows.sort_by(|a, b| (&a.id, a.source).cmp(&(&b.id, b.source)));
+                .map_err(|e| store_failure(e, "list projects"))?
+                .iter()
+                .map(|(p, source)| Row::of(p, *source))
+                .collect();
             if json {
                 print_json(json!(rows.iter().map(Row::json).collect::<Vec<_>>()));
             } else {
@@ -215,7 +190,7 @@ pub async fn run(cmd: ProjectCommand) -> Result<(), CliError> {
 
 /// The config file's projects are read-only here: say where to change them.
 fn refuse_config_project(opened: &wisp_app::App, id: &str) -> Result<(), CliError> {
-    if opened.config_projects().contains_key(id) {
+    if opened.projects().is_config_project(id) {
         return Err(usage(format!(
             "project {id} is defined in the config file ({}); change it there",
             opened.config.source
@@ -236,10 +211,17 @@ struct Row {
 
 impl Row {
     fn from_stored(p: &wisp_proto::model::Project) -> Row {
+        Row::of(p, ProjectSource::Datastore)
+    }
+
+    fn of(p: &wisp_proto::model::Project, source: ProjectSource) -> Row {
         Row {
             id: p.id.clone(),
             desc: p.desc.clone(),
-            source: "datastore",
+            source: match source {
+                ProjectSource::Config => "config",
+                ProjectSource::Datastore => "datastore",
+            },
             admin: p
                 .static_admin
                 .as_ref()

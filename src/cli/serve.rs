@@ -271,29 +271,18 @@ async fn check_default_passwords(
     if addr.ip().is_loopback() {
         return Ok(());
     }
-    let mut candidates: Vec<(String, String, String)> = app
-        .config_projects()
-        .values()
-        .map(|p| {
-            (
-                p.id.clone(),
-                p.static_admin.username.clone(),
-                p.static_admin.password_hash.expose().to_string(),
-            )
-        })
-        .collect();
-    match app
-        .stores
-        .projects
-        .get_any(wisp_app::QUICKSTART_PROJECT)
-        .await
-    {
-        Ok(p) if !p.static_admin_disabled => {
-            if let Some(admin) = p.static_admin {
-                candidates.push((p.id, admin.username, admin.password_hash));
-            }
+    let projects = app.projects();
+    let mut candidates: Vec<(String, String, String)> = Vec::new();
+    let mut add = |p: wisp_proto::model::Project| {
+        if let Some(admin) = p.static_admin.filter(|_| !p.static_admin_disabled) {
+            candidates.push((p.id, admin.username, admin.password_hash));
         }
-        Ok(_) | Err(wisp_store::StoreError::NotFound(_)) => {}
+    };
+    projects.config_projects().cloned().for_each(&mut add);
+    // The stored quickstart project, unless the config file's shadows it.
+    match projects.find(wisp_app::QUICKSTART_PROJECT).await {
+        Ok(Some((p, wisp_store::projects::ProjectSource::Datastore))) => add(p),
+        Ok(_) => {}
         Err(e) => {
             return Err(CliError::Failure(anyhow::anyhow!(
                 "read the quickstart project: {e}"

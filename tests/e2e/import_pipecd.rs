@@ -22,6 +22,16 @@ const STAGE_ID: &str = "stage-0";
 const API_KEY_ID: &str = "e4d2b6a8-1c3f-4a5e-b7d9-0f2e4c6a8b13";
 const API_KEY: &str = "e4d2b6a8-1c3f-4a5e-b7d9-0f2e4c6a8b13.k3yfr0mupstr3am";
 const ADMIN_PASSWORD: &str = "upstream-admin-password";
+/// The kinds [`upstream_rows`] holds one row of each.
+const IMPORTED_KINDS: [&str; 7] = [
+    "Project",
+    "Piped",
+    "Application",
+    "Deployment",
+    "APIKey",
+    "Event",
+    "Command",
+];
 
 /// Go's bcrypt (`$2a$`), at the lowest cost: what upstream stores for keys and passwords.
 fn go_bcrypt(secret: &str) -> String {
@@ -47,18 +57,28 @@ fn row_id(id: &str) -> Vec<u8> {
     }
 }
 
+/// Labels enough that two encodings of them (prost keeps maps as `HashMap`s, in an order
+/// of their own) practically never come out in the same order: `{"env":"prod",...}`.
+fn many_labels() -> String {
+    let more: Vec<String> = (1..=8)
+        .map(|i| format!(r#""label-{i}":"value-{i}""#))
+        .collect();
+    format!(r#"{{"env":"prod",{}}}"#, more.join(","))
+}
+
 /// The rows, as upstream's datastore writes them: `encoding/json` of the model inside
 /// its wrapper (`_extra` beside the fields), empty fields left out, enums as numbers.
 fn upstream_rows() -> Vec<(&'static str, String, String)> {
     let piped_hash = go_bcrypt(PIPED_KEY);
     let api_key_hash = go_bcrypt(API_KEY);
     let admin_hash = go_bcrypt(ADMIN_PASSWORD);
+    let labels = many_labels();
     vec![
         (
             "Project",
             PROJECT.into(),
             format!(
-                r#"{{"id":"{PROJECT}","desc":"imported","static_admin":{{"username":"admin","password_hash":"{admin_hash}"}},"created_at":1690000000,"updated_at":1690000000,"_extra":"{PROJECT}"}}"#
+                r#"{{"id":"{PROJECT}","desc":"imported","static_admin":{{"username":"admin","password_hash":"{admin_hash}"}},"rbac_roles":[{{"name":"web-ops","policies":[{{"resources":[{{"type":1,"labels":{labels}}}],"actions":[1,2]}}]}}],"created_at":1690000000,"updated_at":1690000000,"_extra":"{PROJECT}"}}"#
             ),
         ),
         (
@@ -72,14 +92,14 @@ fn upstream_rows() -> Vec<(&'static str, String, String)> {
             "Application",
             APP_ID.into(),
             format!(
-                r#"{{"id":"{APP_ID}","name":"web","piped_id":"{PIPED_ID}","project_id":"{PROJECT}","kind":0,"git_path":{{"repo":{{"id":"app-repo","remote":"git@github.com:acme/app.git","branch":"main"}},"path":"web","config_filename":"app.pipecd.yaml"}},"platform_provider":"kubernetes-default","labels":{{"env":"prod"}},"sync_state":{{"status":1,"short_reason":"","timestamp":1700000000}},"created_at":1690000200,"updated_at":1700000000,"_extra":"web"}}"#
+                r#"{{"id":"{APP_ID}","name":"web","piped_id":"{PIPED_ID}","project_id":"{PROJECT}","kind":0,"git_path":{{"repo":{{"id":"app-repo","remote":"git@github.com:acme/app.git","branch":"main"}},"path":"web","config_filename":"app.pipecd.yaml"}},"platform_provider":"kubernetes-default","labels":{labels},"sync_state":{{"status":1,"short_reason":"","timestamp":1700000000}},"created_at":1690000200,"updated_at":1700000000,"_extra":"web"}}"#
             ),
         ),
         (
             "Deployment",
             DEPLOYMENT_ID.into(),
             format!(
-                r#"{{"id":"{DEPLOYMENT_ID}","application_id":"{APP_ID}","application_name":"web","piped_id":"{PIPED_ID}","project_id":"{PROJECT}","git_path":{{"repo":{{"id":"app-repo","remote":"git@github.com:acme/app.git","branch":"main"}},"path":"web"}},"trigger":{{"commit":{{"hash":"0f1e2d3c","message":"Deploy web","author":"dev","branch":"main","created_at":1700000300}},"commander":"admin","timestamp":1700000300}},"summary":"Sync with the specified pipeline","status":2,"stages":[{{"id":"{STAGE_ID}","name":"K8S_SYNC","index":0,"predefined":true,"visible":true,"status":1,"created_at":1700000300,"updated_at":1700000310}}],"metadata_v2":{{"shared":{{"keyValues":{{"team":"web"}}}}}},"created_at":1700000300,"updated_at":1700000310,"_extra":"web"}}"#
+                r#"{{"id":"{DEPLOYMENT_ID}","application_id":"{APP_ID}","application_name":"web","piped_id":"{PIPED_ID}","project_id":"{PROJECT}","git_path":{{"repo":{{"id":"app-repo","remote":"git@github.com:acme/app.git","branch":"main"}},"path":"web"}},"trigger":{{"commit":{{"hash":"0f1e2d3c","message":"Deploy web","author":"dev","branch":"main","created_at":1700000300}},"commander":"admin","timestamp":1700000300}},"summary":"Sync with the specified pipeline","labels":{labels},"status":2,"stages":[{{"id":"{STAGE_ID}","name":"K8S_SYNC","index":0,"predefined":true,"visible":true,"status":1,"created_at":1700000300,"updated_at":1700000310}}],"metadata_v2":{{"shared":{{"keyValues":{{"team":"web"}}}}}},"created_at":1700000300,"updated_at":1700000310,"_extra":"web"}}"#
             ),
         ),
         (
@@ -93,7 +113,7 @@ fn upstream_rows() -> Vec<(&'static str, String, String)> {
             "Event",
             "c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f".into(),
             format!(
-                r#"{{"id":"c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f","name":"image-update","data":"ghcr.io/acme/web:v2","project_id":"{PROJECT}","event_key":"3b4f","status":2,"handled_at":1700000400,"created_at":1700000390,"updated_at":1700000400,"_extra":"image-update"}}"#
+                r#"{{"id":"c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f","name":"image-update","data":"ghcr.io/acme/web:v2","project_id":"{PROJECT}","event_key":"3b4f","labels":{labels},"contexts":{labels},"status":2,"handled_at":1700000400,"created_at":1700000390,"updated_at":1700000400,"_extra":"image-update"}}"#
             ),
         ),
         (
@@ -227,15 +247,7 @@ async fn an_upstream_control_plane_moves_to_wisp_with_its_keys() {
     assert_eq!(first.code, 0, "{first:?}");
     let report: serde_json::Value = serde_json::from_str(&first.stdout).expect("JSON report");
     assert_eq!(report["counts_match"], true, "{report}");
-    for kind in [
-        "Project",
-        "Piped",
-        "Application",
-        "Deployment",
-        "APIKey",
-        "Event",
-        "Command",
-    ] {
+    for kind in IMPORTED_KINDS {
         let row = kind_row(&report, kind);
         assert_eq!(
             (&row["source"], &row["destination"]),
@@ -245,12 +257,39 @@ async fn an_upstream_control_plane_moves_to_wisp_with_its_keys() {
     }
     assert_eq!(report["objects"]["destination"], 3, "{report}");
 
-    // Again: nothing changed upstream, nothing is written.
-    let again = import(wisp_dir.path(), &from, &["--json"]);
-    assert_eq!(again.code, 0, "{again:?}");
-    let report: serde_json::Value = serde_json::from_str(&again.stdout).expect("JSON report");
-    assert_eq!(kind_row(&report, "Deployment")["unchanged"], 1, "{report}");
-    assert_eq!(report["objects"]["unchanged"], 3, "{report}");
+    // Again, twice, each a process of its own (so each encodes the labels in an order of
+    // its own): nothing changed upstream, nothing is written, nothing is refused.
+    for _ in 0..2 {
+        let again = import(wisp_dir.path(), &from, &["--json"]);
+        assert_eq!(again.code, 0, "{again:?}");
+        assert!(!again.stderr.contains("refused"), "{}", again.stderr);
+        let report: serde_json::Value = serde_json::from_str(&again.stdout).expect("JSON report");
+        for kind in IMPORTED_KINDS {
+            let row = kind_row(&report, kind);
+            assert_eq!(
+                (&row["copied"], &row["updated"], &row["unchanged"]),
+                (&0.into(), &0.into(), &1.into()),
+                "{kind}: {report}"
+            );
+        }
+        assert_eq!(report["objects"]["unchanged"], 3, "{report}");
+    }
+    // What the datastore holds says the same: every record still at its first version.
+    {
+        let datastore = wisp_store_embedded::SqliteDatastore::open(wisp_dir.path().join("wisp.db"))
+            .expect("open Wisp's datastore");
+        for kind in IMPORTED_KINDS {
+            let kind = wisp_store::Kind::parse(kind).expect("a kind");
+            let page = wisp_store::Datastore::scan(&datastore, kind, None, 100)
+                .await
+                .expect("scan");
+            // (Projects: the dump's and the quickstart project `wisp` makes on defaults.)
+            assert!(!page.records.is_empty(), "no {kind}");
+            for (record, _) in &page.records {
+                assert_eq!(record.version, 1, "{kind} {} was rewritten", record.id);
+            }
+        }
+    }
 
     // Wisp on the imported stores.
     let wisp = Wisp::start_in(wisp_dir, &[]);

@@ -10,6 +10,7 @@ use wisp_config::{
     CacheBackend, Config, DatastoreConfig, EncryptionKey, FilestoreConfig, ProjectConfig,
 };
 use wisp_services::auth_source::StoreKeySource;
+use wisp_store::projects::ProjectDirectory;
 use wisp_store::{StoreError, Stores};
 
 use crate::error::AppError;
@@ -27,6 +28,8 @@ pub struct App {
     pub stores: Stores,
     pub encryption_key: Option<EncryptionKey>,
     config_projects: BTreeMap<String, ProjectConfig>,
+    /// The configuration's projects over the datastore's.
+    projects: ProjectDirectory,
     #[cfg(feature = "web")]
     web_response_budget: Option<wisp_services::web::ResponseBudget>,
     /// What projects' SSO settings may make the control plane reach.
@@ -79,18 +82,30 @@ impl App {
         stores: Stores,
         encryption_key: Option<EncryptionKey>,
     ) -> App {
-        let config_projects = config
+        let config_projects: BTreeMap<String, ProjectConfig> = config
             .spec
             .projects
             .iter()
             .map(|p| (p.id.clone(), p.clone()))
             .collect();
+        let projects = ProjectDirectory::new(
+            stores.projects.clone(),
+            config_projects.values().map(|p| {
+                wisp_store::projects::config_project(
+                    &p.id,
+                    &p.desc,
+                    &p.static_admin.username,
+                    p.static_admin.password_hash.expose(),
+                )
+            }),
+        );
         App {
             config,
             defaults,
             stores,
             encryption_key,
             config_projects,
+            projects,
             #[cfg(feature = "web")]
             web_response_budget: None,
             #[cfg(feature = "web")]
@@ -130,29 +145,17 @@ impl App {
     /// only (the password hash stays server-side).
     #[cfg(feature = "web")]
     pub fn config_projects_as_model(&self) -> Vec<wisp_proto::model::Project> {
-        self.config_projects
-            .values()
-            .map(|p| {
-                wisp_services::web::config_project(
-                    &p.id,
-                    &p.desc,
-                    &p.static_admin.username,
-                    p.static_admin.password_hash.expose(),
-                )
-            })
-            .collect()
+        self.projects.config_projects().cloned().collect()
+    }
+
+    /// The configuration's projects over the datastore's: the one place they are merged.
+    pub fn projects(&self) -> &ProjectDirectory {
+        &self.projects
     }
 
     /// Whether project `id` exists, in the configuration or in the datastore.
     pub async fn project_exists(&self, id: &str) -> Result<bool, StoreError> {
-        if self.config_projects.contains_key(id) {
-            return Ok(true);
-        }
-        match self.stores.projects.get_any(id).await {
-            Ok(_) => Ok(true),
-            Err(StoreError::NotFound(_)) => Ok(false),
-            Err(e) => Err(e),
-        }
+        self.projects.exists(id).await
     }
 
     /// On the built-in defaults, project `quickstart` (static admin hello-pipecd /

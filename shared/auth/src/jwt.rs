@@ -2,7 +2,7 @@
 //! control plane's encryption key, in upstream's claim layout so that a token minted by
 //! either side reads the same.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -236,11 +236,9 @@ impl KindName for jsonwebtoken::errors::Error {
     }
 }
 
+/// The one clock's unix seconds, as JWT claims count them.
 pub(crate) fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    u64::try_from(wisp_model::clock::now_unix()).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -177,10 +177,7 @@ impl<T: PipedKeySource + ?Sized> PipedKeySource for Arc<T> {
 
 /// Now, in unix milliseconds (the clock revocations are recorded with).
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    wisp_model::clock::now_unix_ms()
 }
 
 /// An authenticated piped.

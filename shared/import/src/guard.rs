@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use wisp_store::content::same_data;
 use wisp_store::datastore::{Datastore, Kind, Page, Query, Record};
 use wisp_store::error::{Result as StoreResult, StoreError};
 use wisp_store::filestore::{Filestore, ListPage, Object, PutCondition};
@@ -146,7 +147,10 @@ impl ImportGuard {
                     Err(StoreError::NotFound(_)) => {
                         taken.insert(record.id.clone());
                     }
-                    Ok(ours) if ours.data == record.data || replace_projects => {
+                    Ok(ours)
+                        if replace_projects
+                            || same_data(Kind::Project, &ours.data, &record.data) =>
+                    {
                         taken.insert(record.id.clone());
                     }
                     Ok(_) => {

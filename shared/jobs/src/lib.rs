@@ -223,18 +223,12 @@ pub async fn all_projects(
     stores: &Stores,
     config_projects: &[String],
 ) -> Result<Vec<String>, StoreError> {
-    use wisp_store::entities::{pk, slot};
-    let mut projects: Vec<String> = stores
-        .projects
-        .list_all(slot::PROJECT_ALL, pk::PROJECT_ALL, None)
-        .await?
-        .into_iter()
-        .map(|p| p.id)
-        .collect();
-    projects.extend(config_projects.iter().cloned());
-    projects.sort();
-    projects.dedup();
-    Ok(projects)
+    wisp_store::projects::ProjectDirectory::with_config_ids(
+        stores.projects.clone(),
+        config_projects.iter().cloned(),
+    )
+    .ids()
+    .await
 }
 
 /// Runs one job until it is done or the deadline passes.

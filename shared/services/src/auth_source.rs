@@ -1,18 +1,17 @@
 //! What the credential verifiers read, served from the stores: the wiring between
 //! `wisp-auth` (store-free) and `wisp-store`.
 
-use std::collections::BTreeSet;
-
 use async_trait::async_trait;
 use wisp_auth::{ApiKeyAuthInfo, ApiKeyAuthSource, PipedAuthInfo, PipedKeySource, SourceError};
+use wisp_store::projects::ProjectDirectory;
 use wisp_store::revocations::Revoked;
 use wisp_store::{StoreError, stores::Stores};
 
 #[derive(Clone)]
 pub struct StoreKeySource {
     stores: Stores,
-    /// Projects defined in the config file; they are never in the datastore.
-    config_projects: BTreeSet<String>,
+    /// The config file's projects (never in the datastore) over the datastore's.
+    projects: ProjectDirectory,
 }
 
 impl std::fmt::Debug for StoreKeySource {
@@ -24,8 +23,8 @@ impl std::fmt::Debug for StoreKeySource {
 impl StoreKeySource {
     pub fn new(stores: Stores, config_projects: impl IntoIterator<Item = String>) -> Self {
         StoreKeySource {
+            projects: ProjectDirectory::with_config_ids(stores.projects.clone(), config_projects),
             stores,
-            config_projects: config_projects.into_iter().collect(),
         }
     }
 }
@@ -37,14 +36,7 @@ fn source_error(err: StoreError) -> SourceError {
 #[async_trait]
 impl PipedKeySource for StoreKeySource {
     async fn project_exists(&self, project_id: &str) -> Result<bool, SourceError> {
-        if self.config_projects.contains(project_id) {
-            return Ok(true);
-        }
-        match self.stores.projects.get_any(project_id).await {
-            Ok(_) => Ok(true),
-            Err(StoreError::NotFound(_)) => Ok(false),
-            Err(e) => Err(source_error(e)),
-        }
+        self.projects.exists(project_id).await.map_err(source_error)
     }
 
     async fn piped(&self, piped_id: &str) -> Result<Option<PipedAuthInfo>, SourceError> {

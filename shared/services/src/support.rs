@@ -40,13 +40,8 @@ where
     }
 }
 
-/// Unix seconds now.
-pub(crate) fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
+/// Unix seconds now: the one clock.
+pub(crate) use wisp_model::clock::now_unix;
 
 /// A fresh id for objects the control plane creates (chains, commands): uuid v4.
 pub(crate) fn new_id() -> String {

@@ -20,10 +20,9 @@ mod project;
 pub mod rbac;
 pub mod sso_policy;
 
-use std::sync::Arc;
-
 use wisp_proto::model;
 use wisp_store::collection::{Collection, Entity};
+use wisp_store::projects::ProjectDirectory;
 use wisp_store::stores::Stores;
 
 use crate::error::ServiceError;
@@ -51,31 +50,14 @@ impl Authorized {
     }
 }
 
-/// A project defined in the control-plane config, as the console sees it: read-only,
-/// static admin only.
-pub fn config_project(
-    id: &str,
-    desc: &str,
-    admin_username: &str,
-    admin_password_hash: &str,
-) -> model::Project {
-    model::Project {
-        id: id.to_string(),
-        desc: desc.to_string(),
-        static_admin: Some(model::ProjectStaticUser {
-            username: admin_username.to_string(),
-            password_hash: admin_password_hash.to_string(),
-        }),
-        ..Default::default()
-    }
-}
+pub use wisp_store::projects::config_project;
 
 /// The WebService implementation over a set of stores.
 pub struct WebApi {
     stores: Stores,
-    /// Projects defined in the config file: never in the datastore, read-only from the
-    /// console, built-in roles only.
-    config_projects: Arc<Vec<model::Project>>,
+    /// Projects defined in the config file (never in the datastore, read-only from the
+    /// console, built-in roles only) over the datastore's.
+    projects: ProjectDirectory,
     /// AES-256 key protecting stored SSO client secrets (the encryption key's first
     /// 32 bytes).
     sso_key: Option<[u8; 32]>,
@@ -94,8 +76,8 @@ impl std::fmt::Debug for WebApi {
 impl WebApi {
     pub fn new(stores: Stores, config_projects: Vec<model::Project>) -> Self {
         WebApi {
+            projects: ProjectDirectory::new(stores.projects.clone(), config_projects),
             stores,
-            config_projects: Arc::new(config_projects),
             sso_key: None,
             response_budget: None,
             sso_policy: sso_policy::ProviderPolicy::default(),
@@ -130,7 +112,7 @@ impl WebApi {
 
     /// The config-file project with this id, if any.
     pub fn config_project(&self, id: &str) -> Option<&model::Project> {
-        self.config_projects.iter().find(|p| p.id == id)
+        self.projects.config_project(id)
     }
 }
 

@@ -1012,11 +1012,7 @@ fn short(commit: &str) -> &str {
     commit.get(..7).unwrap_or(commit)
 }
 
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
+use wisp_model::clock::now_unix as unix_now;
 
 #[cfg(test)]
 mod tests {

@@ -87,12 +87,7 @@ pub async fn client_from_config(region: Option<String>, endpoint: Option<String>
     Client::new(&loader.load().await)
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use wisp_store::collection::now_unix;
 
 fn check_page_size(page_size: usize) -> Result<usize> {
     if page_size == 0 {

@@ -186,12 +186,7 @@ fn record(id: &str, data: Vec<u8>, indexes: [Option<IndexKey>; 3]) -> Record {
     }
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
+use wisp_store::collection::now_unix;
 
 /// A cache that holds nothing, so that only datastore requests are measured.
 struct NoCache;

@@ -88,9 +88,7 @@ impl Embedded {
     }
 }
 
-fn now_unix() -> i64 {
-    wisp_store::collection::now_unix()
-}
+use wisp_store::collection::now_unix;
 
 fn record(kind: Kind, i: usize) -> Record {
     let id = format!("{}-{i}", kind.as_str().to_lowercase());

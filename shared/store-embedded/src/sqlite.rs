@@ -293,12 +293,7 @@ fn map_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use wisp_store::collection::now_unix;
 
 /// A record row as read from SQLite, before validation.
 struct RawRow {

@@ -14,7 +14,7 @@ use crate::datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Query, Record};
 use crate::error::{Result, StoreError};
 
 /// How a protobuf message is stored in the datastore.
-pub trait Entity: Message + Default + Clone + Send + Sync + 'static {
+pub trait Entity: Message + Default + Clone + PartialEq + Send + Sync + 'static {
     const KIND: Kind;
     fn id(&self) -> &str;
     fn project_id(&self) -> &str;
@@ -49,12 +49,8 @@ pub fn sort_ts(ts: i64) -> String {
     format!("{:020}", ts.max(0))
 }
 
-pub fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
+/// The one clock (`wisp_model::clock`), here for the crates built on the stores.
+pub use wisp_model::clock::now_unix;
 
 /// How many times an update retries after losing an optimistic-concurrency race.
 const MAX_UPDATE_ATTEMPTS: u32 = 64;
@@ -167,6 +163,8 @@ impl<E: Entity> Collection<E> {
 
     /// Optimistic read-modify-write: `mutate` may run several times (on lost races), so it
     /// must be a pure function of the entity it is given. Returns the stored entity.
+    /// When `mutate` leaves the entity as it was, nothing is written (not even
+    /// `updated_at`).
     pub async fn update<F>(&self, project_id: &str, id: &str, mut mutate: F) -> Result<E>
     where
         F: FnMut(&mut E) -> Result<()> + Send,
@@ -179,7 +177,18 @@ impl<E: Entity> Collection<E> {
             if entity.project_id() != project_id {
                 return Err(StoreError::NotFound(format!("{} {id}", E::KIND)));
             }
+            let before = entity.clone();
             mutate(&mut entity)?;
+            if entity == before
+                && record.indexes == entity.index_keys()
+                && record.expires_at == entity.expires_at()
+            {
+                // Nothing to change (a piped re-reporting the same sync state, the same
+                // labels from git, ...): no write, and `updated_at` stays. Index entries
+                // are compared too, so that a record stored under older index rules is
+                // still rewritten by its next update.
+                return Ok(entity);
+            }
             entity.touch(now_unix());
             entity.check().map_err(StoreError::InvalidArgument)?;
             match self

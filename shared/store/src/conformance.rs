@@ -52,12 +52,7 @@ pub fn unique(tag: &str) -> String {
     format!("{tag}-{nanos:x}-{n}-{:04x}", rand::random::<u16>())
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
+use crate::collection::now_unix;
 
 /// `(pk, sk)` per index slot.
 pub type Slots<'a> = [Option<(&'a str, &'a str)>; INDEX_SLOTS];

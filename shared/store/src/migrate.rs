@@ -7,8 +7,9 @@
 //!    progress display knows its totals.
 //! 2. **Records**, kind by kind in [`Kind::ALL`] order, page by page in id order
 //!    ([`Datastore::scan`]). Each record is `create`d on the destination; when the id is
-//!    taken, the destination's record is read and, if it differs from the source's (data,
-//!    project, index keys or expiry), replaced with a `put` on the version just read.
+//!    taken, the destination's record is read and, if it differs from the source's (data
+//!    by meaning, not by encoding: [`crate::content`]; project, index keys or expiry),
+//!    replaced with a `put` on the version just read.
 //!    Records that have already expired are skipped. The destination's `version` of a
 //!    record is its own (1 on create, +1 per put) and so usually differs from the
 //!    source's: versions only guard concurrent writers of one store, nothing compares
@@ -45,6 +46,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use serde::{Deserialize, Serialize};
 
 use crate::collection::now_unix;
+use crate::content::same_record;
 use crate::datastore::{Datastore, Kind, Record};
 use crate::error::StoreError;
 use crate::filestore::{Filestore, ObjectAttrs, PutCondition};
@@ -691,15 +693,6 @@ async fn copy_kind(
     checkpoints.save(checkpoint)
 }
 
-/// Whether two records hold the same thing (the version is each store's own).
-fn same_record(a: &Record, b: &Record) -> bool {
-    a.id == b.id
-        && a.project_id == b.project_id
-        && a.data == b.data
-        && a.indexes == b.indexes
-        && a.expires_at == b.expires_at
-}
-
 async fn copy_record(
     to: &dyn Datastore,
     kind: Kind,
@@ -713,7 +706,7 @@ async fn copy_record(
     let what = || format!("copy {kind} {}", record.id);
     if dry_run {
         return match to.get(kind, &record.id).await {
-            Ok(current) if same_record(&current, &record) => Ok(Outcome::Unchanged),
+            Ok(current) if same_record(kind, &current, &record) => Ok(Outcome::Unchanged),
             Ok(_) => Ok(Outcome::Updated),
             Err(StoreError::NotFound(_)) => Ok(Outcome::Copied),
             Err(e) => Err(store_err(what())(e)),
@@ -731,7 +724,7 @@ async fn copy_record(
             Err(StoreError::NotFound(_)) => continue,
             Err(e) => return Err(store_err(what())(e)),
         };
-        if same_record(&current, &record) {
+        if same_record(kind, &current, &record) {
             return Ok(Outcome::Unchanged);
         }
         match to.put(kind, record.clone(), current.version).await {

@@ -144,12 +144,7 @@ impl std::fmt::Debug for Revocations {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use wisp_model::clock::now_unix_ms as now_ms;
 
 /// Logs and counts a failure of `op` (`record`, `read`).
 fn failed(op: &'static str, e: &StoreError) {

@@ -112,11 +112,7 @@ fn cut_for_reading(log: StageLog, max_bytes: usize) -> StageLog {
     }
 }
 
-fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
+use wisp_model::clock::now_unix as now_secs;
 
 /// A stage log as stored: blocks sorted by index, and whether it was completed.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -190,3 +190,46 @@ async fn open_deployments_index_pages_with_filter_and_ends_with_empty_cursor() {
     assert_eq!(seen, expected);
     assert_eq!(pages, 3);
 }
+
+/// An update that changes nothing (a piped reporting the same state again) writes
+/// nothing: the record keeps its version and `updated_at`.
+#[tokio::test]
+async fn an_update_that_changes_nothing_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ds = datastore(&dir);
+    let deployments: Collection<model::Deployment> = Collection::new(ds.clone());
+    let mut created = deployment("d-1", "p", "piped-1");
+    created.labels = (0..8).map(|i| (format!("k{i}"), format!("v{i}"))).collect();
+    let created = deployments.create(created).await.expect("create");
+    let labels = created.labels.clone();
+
+    let same = deployments
+        .update("p", "d-1", |d| {
+            // Rebuilt: another HashMap, another order.
+            d.labels = labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            d.summary = String::new();
+            Ok(())
+        })
+        .await
+        .expect("update");
+    assert_eq!(same, created);
+    let record = ds
+        .get(wisp_store::Kind::Deployment, "d-1")
+        .await
+        .expect("get");
+    assert_eq!(record.version, 1, "an unchanged entity was written");
+
+    let changed = deployments
+        .update("p", "d-1", |d| {
+            d.summary = "deployed".into();
+            Ok(())
+        })
+        .await
+        .expect("update");
+    assert_eq!(changed.summary, "deployed");
+    let record = ds
+        .get(wisp_store::Kind::Deployment, "d-1")
+        .await
+        .expect("get");
+    assert_eq!(record.version, 2);
+}

@@ -744,3 +744,96 @@ async fn verifying_presence_ignores_the_destinations_own_data_but_not_a_missing_
         )]
     );
 }
+
+/// An application whose labels are encoded in the order `keys` gives (a message is its
+/// fields concatenated, so the map's entries can be appended one by one).
+fn application_data(keys: &[&str]) -> Vec<u8> {
+    use prost::Message;
+    use wisp_proto::model::Application;
+    let mut data = Application {
+        id: "application-00".into(),
+        project_id: "p1".into(),
+        name: "web".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    for key in keys {
+        let label = Application {
+            labels: [(key.to_string(), format!("{key}-value"))].into(),
+            ..Default::default()
+        };
+        data.extend(label.encode_to_vec());
+    }
+    data
+}
+
+/// The same record encoded another way (its labels in another order, as another process
+/// encodes a `HashMap`) is the same record: a re-run neither counts nor writes it.
+#[tokio::test]
+async fn a_record_encoded_in_another_order_is_unchanged() {
+    let from = Side::new();
+    let to = Side::new();
+    let checkpoints = MemoryCheckpoint::new();
+    let mut app = record(Kind::Application, 0);
+    app.data = application_data(&["env", "team", "tier"]);
+    from.ds
+        .create(Kind::Application, app.clone())
+        .await
+        .expect("seed");
+    run(&from, to.backends(), &checkpoints)
+        .await
+        .expect("migrate");
+
+    let reordered = Record {
+        data: application_data(&["tier", "env", "team"]),
+        ..app.clone()
+    };
+    assert_ne!(reordered.data, app.data);
+    from.ds
+        .put(Kind::Application, reordered, 1)
+        .await
+        .expect("re-encode");
+
+    let mut dry = options();
+    dry.dry_run = true;
+    let planned = migrate(
+        from.backends(),
+        to.backends(),
+        &dry,
+        &NoProgress,
+        &checkpoints,
+    )
+    .await
+    .expect("dry run");
+    assert_eq!(planned.written(), 0, "{planned:#?}");
+    let second = run(&from, to.backends(), &checkpoints)
+        .await
+        .expect("re-run");
+    assert_eq!(second.written(), 0, "{second:#?}");
+    assert_eq!(tally(&second, Kind::Application).unchanged, 1);
+    let stored = to.records(Kind::Application).await;
+    assert_eq!(
+        stored.iter().map(|r| r.version).collect::<Vec<_>>(),
+        [1],
+        "the destination's record was rewritten"
+    );
+
+    // A label that really changed is carried over.
+    let mut changed = from
+        .ds
+        .get(Kind::Application, "application-00")
+        .await
+        .expect("get");
+    changed.data = application_data(&["env", "team"]);
+    from.ds
+        .put(Kind::Application, changed.clone(), 2)
+        .await
+        .expect("change");
+    let third = run(&from, to.backends(), &checkpoints)
+        .await
+        .expect("re-run");
+    assert_eq!(tally(&third, Kind::Application).updated, 1, "{third:#?}");
+    let stored = to.records(Kind::Application).await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].data, changed.data);
+}

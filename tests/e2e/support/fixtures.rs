@@ -12,10 +12,7 @@ use super::Piped;
 
 /// Unix seconds now.
 pub fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("the clock is after 1970")
-        .as_secs() as i64
+    wisp_model::clock::now_unix()
 }
 
 pub fn string_map(pairs: &[(&str, &str)]) -> HashMap<String, String> {

@@ -4,7 +4,6 @@
 use wisp_proto::model::project_rbac_policy::Action;
 use wisp_proto::model::project_rbac_resource::ResourceType;
 use wisp_proto::model::{Project, ProjectRbacPolicy, ProjectRbacResource, ProjectRbacRole};
-use wisp_store::StoreError;
 
 use super::{Authorized, WebApi, WebCaller};
 use crate::error::ServiceError;
@@ -223,12 +222,9 @@ impl WebApi {
     /// The caller's project as the console sees it: a config-file project, or the stored
     /// one. NotFound when neither exists.
     pub async fn load_project(&self, project_id: &str) -> Result<Project, ServiceError> {
-        if let Some(p) = self.config_project(project_id) {
-            return Ok(p.clone());
-        }
-        match self.stores.projects.get_any(project_id).await {
-            Ok(p) => Ok(p),
-            Err(StoreError::NotFound(_)) => Err(ServiceError::NotFound(format!(
+        match self.projects.find(project_id).await {
+            Ok(Some((p, _))) => Ok(p),
+            Ok(None) => Err(ServiceError::NotFound(format!(
                 "Project {project_id} is not found"
             ))),
             Err(e) => Err(ServiceError::store(e, &format!("get project {project_id}"))),

@@ -2,12 +2,13 @@
 # The stall attack of issue 33: a READ_ONLY API key of another project opens CONNS HTTP/2
 # connections and keeps STREAMS calls open on each, every one announcing a 1 MB message
 # and sending 5 bytes of it; a call the server ends (request timeout, refusal) or a
-# connection it closes is replaced at once, for SECONDS. It answers the server's pings
+# connection it closes is replaced at once (a call refused for the streams-per-connection
+# bound a second later), for SECONDS. It answers the server's pings
 # and settings, as a real client would. Standard library only (HTTP/2 framed by hand,
 # headers as HPACK literals).
 #   python3 benches/hostile/stall.py HOST:PORT "API-KEY <id>.<secret>" [CONNS] [STREAMS] [SECONDS]
-# Prints, at the end (or on SIGINT), the calls opened and how the server ended them.
-import collections, socket, struct, sys, threading, time
+# Prints, at the end (or on SIGTERM), the calls opened and how the server ended them.
+import collections, signal, socket, struct, sys, threading, time
 
 addr, auth = sys.argv[1], sys.argv[2]
 CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 11
@@ -74,18 +75,26 @@ def connection():
             sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0))
             count("connections")
             next_id = 1
+            # The calls this connection holds open: each one ended is replaced once.
+            live = set()
 
             def open_stream():
                 nonlocal next_id
                 sid = next_id
                 next_id += 2
+                live.add(sid)
                 # HEADERS (END_HEADERS), then DATA without END_STREAM.
                 sock.sendall(frame(1, 0x4, sid, HEADERS) + frame(0, 0, sid, STALLED_BODY))
                 count("calls opened")
 
             for _ in range(STREAMS):
                 open_stream()
+            # Refused calls are tried again a second later, not in a tight loop.
+            retry = []
             while time.time() < stop_at:
+                while retry and retry[0] <= time.time():
+                    retry.pop(0)
+                    open_stream()
                 try:
                     head = read_exact(sock, 9)
                 except socket.timeout:
@@ -101,10 +110,17 @@ def connection():
                 elif kind == 7:  # GOAWAY
                     count("connections closed by the server (GOAWAY)")
                     break
-                elif kind == 3:  # RST_STREAM
-                    count("calls reset by the server")
-                    open_stream()
-                elif kind == 1 and flags & 1:  # HEADERS with END_STREAM: answered
+                elif kind == 3 and sid in live:  # RST_STREAM of a call still held
+                    live.discard(sid)
+                    code = int.from_bytes(payload[:4], "big")
+                    if code == 7:  # REFUSED_STREAM: past the streams per connection
+                        count("calls refused (streams per connection)")
+                        retry.append(time.time() + 1)
+                    else:
+                        count("calls reset by the server")
+                        open_stream()
+                elif kind == 1 and flags & 1 and sid in live:  # END_STREAM: answered
+                    live.discard(sid)
                     count("calls answered by the server")
                     open_stream()
             sock.close()
@@ -115,10 +131,11 @@ def connection():
 
 threads = [threading.Thread(target=connection, daemon=True) for _ in range(CONNS)]
 [t.start() for t in threads]
-try:
-    while any(t.is_alive() for t in threads):
-        time.sleep(0.5)
-except KeyboardInterrupt:  # stall.sh stops it when the fleet's run ends
-    stop_at = 0
-    [t.join(timeout=3) for t in threads]
+stopped = threading.Event()
+# stall.sh stops it with SIGTERM when the fleet's run ends.
+signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+while not stopped.is_set() and any(t.is_alive() for t in threads):
+    stopped.wait(0.5)
+stop_at = 0
+[t.join(timeout=3) for t in threads]
 print(dict(counts), flush=True)

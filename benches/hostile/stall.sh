@@ -36,7 +36,7 @@ run() {
   fi
   "$W" simulate --target "http://$ADDR" --pipeds "$PIPEDS" --apps-per-piped 5 \
     --duration "$DURATION" --data-dir "$D" --seed 7 --json > "$OUT/$name.json" 2> "$OUT/$name.err"
-  [ -n "$A" ] && kill -INT "$A" 2>/dev/null; [ -n "$A" ] && wait "$A" 2>/dev/null
+  if [ -n "$A" ]; then kill -TERM "$A" 2>/dev/null || true; wait "$A" 2>/dev/null || true; fi
   awk '/VmHWM/ {print $2}' /proc/$S/status > "$OUT/$name-rss.txt"
   kill $S; wait $S 2>/dev/null || true
   rm -rf "$D"

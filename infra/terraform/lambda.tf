@@ -53,6 +53,11 @@ resource "aws_lambda_function" "this" {
       each.key == "http" && var.web_prefix != null ? {
         WISP_WEB_PREFIX = var.web_prefix
       } : {},
+      # The functions that save projects' SSO settings (web-api) and call the provider
+      # (http) judge its addresses alike.
+      contains(["web-api", "http"], each.key) ? {
+        WISP_SSO_ALLOW_PRIVATE_ADDRESSES = tostring(var.sso_allow_private_addresses)
+      } : {},
       contains(local.in_process_cache_functions, each.key) ? {
         WISP_CACHE = "MEMORY"
       } : {},

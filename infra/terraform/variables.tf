@@ -223,6 +223,13 @@ variable "web_prefix" {
   }
 }
 
+variable "sso_allow_private_addresses" {
+  description = "WISP_SSO_ALLOW_PRIVATE_ADDRESSES of the web-api and http functions: true lets projects' SSO settings (OIDC issuer and endpoints, GitHub Enterprise, proxy) name private, loopback and link-local addresses, as wisp serve --sso-allow-private-addresses; false allows public https addresses only."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
 variable "kms_key_arn" {
   description = "Customer-managed KMS key for the table, bucket, secrets, log groups, Redis and the functions' environment; null uses AWS-managed keys. Its key policy must allow CloudWatch Logs (logs.<region>.amazonaws.com) when set."
   type        = string

@@ -627,6 +627,80 @@ async fn eight_owner_ids_bombs_stay_within_64_mib() {
     support::ok(client.report_stat(stat()).await);
 }
 
+/// A Lambda function of 128 MB (the smallest a deployment might choose) survives eight
+/// of the worst authenticated bombs sent at once through the ALB (issue 33.1: on Lambda
+/// the process-wide budget used to be the whole function's memory): each is refused with
+/// RESOURCE_EXHAUSTED, the instance is still the same process, it answers the piped's
+/// next call, and its peak RSS (VmHWM) stayed under 128 MiB.
+#[tokio::test]
+async fn a_128_mb_function_survives_eight_owner_ids_bombs() {
+    const FUNCTION: &str = "wisp-piped-api";
+    const MEMORY_MB: u64 = 128;
+    let env = support::lambda::FunctionEnv::from([(
+        FUNCTION,
+        vec![(
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE".to_string(),
+            Some(MEMORY_MB.to_string()),
+        )],
+    )]);
+    let Some(mut wisp) =
+        Wisp::start_lambda_with("a_128_mb_function_survives_eight_owner_ids_bombs", &env)
+    else {
+        return;
+    };
+    let piped = wisp.add_piped(QUICKSTART, "owner-ids-lambda");
+    let auth = piped.authorization();
+    let bomb = owner_ids_bomb(5_600_000);
+    // Well within the ALB's 1 MB body.
+    assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
+    let stat = || wisp_proto::pipedservice::ReportStatRequest {
+        piped_stats: b"up 1\n".to_vec(),
+    };
+    let mut client = wisp.piped_client(support::Via::GrpcWeb, &piped).await;
+    support::ok(client.report_stat(stat()).await);
+    let front = wisp.lambda_mut().expect("the Lambda emulation");
+    let pid = front.pid(FUNCTION).expect("the function runs");
+    let status = |pid: u32, field: &str| -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+        text.lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+    };
+    let idle_kib = status(pid, "VmRSS:");
+
+    let wisp = std::sync::Arc::new(wisp);
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (wisp, bomb, auth) = (wisp.clone(), bomb.clone(), auth.clone());
+        calls.spawn(async move {
+            grpc_status(&post_grpc_web(&wisp, REPORT_LIVE_STATE, Some(&auth), bomb).await)
+        });
+    }
+    while let Some(status) = calls.join_next().await {
+        let (code, message) = status.expect("a call");
+        assert_eq!(code, "8", "{message}");
+    }
+    let peak_kib = status(pid, "VmHWM:");
+    println!(
+        "{FUNCTION} at {MEMORY_MB} MB: idle {idle_kib} KiB, peak {peak_kib} KiB after 8 bombs"
+    );
+    // The same instance answers the piped's next call.
+    support::ok(client.report_stat(stat()).await);
+    let mut wisp = std::sync::Arc::into_inner(wisp).expect("the calls are done");
+    let front = wisp.lambda_mut().expect("the Lambda emulation");
+    assert_eq!(
+        front.pid(FUNCTION),
+        Some(pid),
+        "the function's instance died:\n{}",
+        front.log_text(FUNCTION)
+    );
+    assert!(
+        peak_kib < MEMORY_MB * 1024,
+        "peak RSS {peak_kib} KiB is over the function's {MEMORY_MB} MB"
+    );
+}
+
 /// Bytes that are no `ReportStatRequest` (field 1 is bytes; here a number) from an
 /// authenticated piped: the caller's mistake, INVALID_ARGUMENT, not INTERNAL.
 #[tokio::test]
@@ -642,6 +716,39 @@ async fn malformed_protobuf_is_invalid_argument() {
     .await;
     let (code, message) = grpc_status(&resp);
     assert_eq!(code, "3", "{message}");
+}
+
+/// A message whose field 1 is a number, where `ReportStatRequest`'s field 1 is bytes.
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotAStat {
+    #[prost(uint64, tag = "1")]
+    number: u64,
+}
+
+/// The same malformed `ReportStatRequest` over native gRPC (HTTP/2, as a piped sends it)
+/// and through `wisp bridge` (native in, gRPC-web out): INVALID_ARGUMENT both ways, not
+/// INTERNAL (issue 33.8).
+#[tokio::test]
+async fn malformed_protobuf_is_invalid_argument_over_native_grpc_and_the_bridge() {
+    let wisp = Wisp::start();
+    let piped = wisp.add_piped(QUICKSTART, "malformed-native");
+    for via in [support::Via::Grpc, support::Via::Bridge] {
+        let transport = wisp.transport(via, Some(&piped.authorization())).await;
+        let mut grpc = tonic::client::Grpc::new(transport);
+        grpc.ready().await.expect("transport ready");
+        let codec = tonic_prost::ProstCodec::<NotAStat, NotAStat>::default();
+        let result = grpc
+            .unary(
+                tonic::Request::new(NotAStat { number: 1 }),
+                http::uri::PathAndQuery::from_static(
+                    "/grpc.service.pipedservice.PipedService/ReportStat",
+                ),
+                codec,
+            )
+            .await;
+        support::assert_status(result, tonic::Code::InvalidArgument, "");
+        println!("{via:?}: INVALID_ARGUMENT");
+    }
 }
 
 /// An APIService call with `key` that announces a 1 MB body, sends five bytes of it and
@@ -767,4 +874,41 @@ async fn unauthenticated_connections_cannot_fill_the_cap() {
         .expect("the piped could not connect while unauthenticated connections held the cap");
     support::ok(answer);
     drop(squatters);
+}
+
+/// One API key's connections cannot fill --max-connections (issue 33.2): with the cap
+/// full of its authenticated connections, a piped still connects (the key's oldest
+/// connection past its quarter of the cap is closed to make room) and its call works.
+#[tokio::test]
+async fn one_keys_connections_cannot_fill_the_cap() {
+    let wisp = Wisp::start_with_serve_args(&["--max-connections".into(), "4".into()]);
+    wisp.add_project("other");
+    let key = wisp.add_api_key("other", "hoard", "READ_ONLY");
+    let piped = wisp.add_piped(QUICKSTART, "late");
+    // Four connections (one per client), each authenticated by a call.
+    let mut hoard = Vec::new();
+    for _ in 0..4 {
+        let mut client = wisp.api_key_client(support::Via::Grpc, &key).await;
+        support::ok(
+            client
+                .list_applications(wisp_proto::apiservice::ListApplicationsRequest::default())
+                .await,
+        );
+        hoard.push(client);
+    }
+    let call = async {
+        let mut client = wisp.piped_client(support::Via::Grpc, &piped).await;
+        client
+            .report_stat(wisp_proto::pipedservice::ReportStatRequest {
+                piped_stats: b"up 1\n".to_vec(),
+            })
+            .await
+    };
+    // Generous: without the share, the piped waits for one of the key's connections to
+    // go idle (5 minutes).
+    let answer = tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("the piped could not connect while one key's connections held the cap");
+    support::ok(answer);
+    drop(hoard);
 }

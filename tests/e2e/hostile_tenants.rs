@@ -305,7 +305,9 @@ fn refused_with(login: &Login, message: &str) {
 
 /// A stranger guessing the static admin's password locks out only itself: the admin
 /// logs in from elsewhere; an `X-Forwarded-For` of the stranger's own does not move it
-/// (no proxy is trusted); fresh user names cost no bcrypt and are bounded per source.
+/// (no proxy is trusted); fresh user names and unknown projects cost one bcrypt each,
+/// as the admin's name does (so the answer's time does not tell a name is the admin's:
+/// issue 33.6), and are bounded per source.
 #[tokio::test]
 async fn a_stranger_cannot_lock_out_the_static_admin() {
     let wisp = Wisp::start();
@@ -353,8 +355,8 @@ async fn a_stranger_cannot_lock_out_the_static_admin() {
     let admin = login_from(ADMIN, addr, QUICKSTART, "hello-pipecd", "hello-pipecd", &[]).await;
     assert!(admin.token.is_some(), "the admin was locked out: {admin:?}");
 
-    // The ten guesses with the admin's user name each cost a bcrypt; fresh user names
-    // and unknown projects cost none, and answer the same.
+    // The ten guesses with the admin's user name each cost a bcrypt; so do fresh user
+    // names and unknown projects (the same work, the same answer).
     let before = slow_checks(&crate::metrics::Scrape::from(&wisp).await);
     assert!(before >= 10.0, "{before}");
     let flooder = [127, 0, 0, 3];
@@ -368,7 +370,11 @@ async fn a_stranger_cannot_lock_out_the_static_admin() {
         refused_with(&login, "Unable%20to%20login");
     }
     let after = slow_checks(&crate::metrics::Scrape::from(&wisp).await);
-    assert_eq!(after, before, "fresh user names bought bcrypts");
+    assert_eq!(
+        after - before,
+        f64::from(wisp_services::web::logins::MAX_FAILED_LOGINS_PER_SOURCE),
+        "a refusal for an unknown user name or project skipped the bcrypt an admin's name costs"
+    );
     // Past the source's bound, the source is refused whatever it sends.
     let bounded = login_from(
         flooder,
@@ -616,5 +622,86 @@ async fn sso_addresses_inside_the_network_are_refused_when_saved() {
         console
             .update_project_sso_config(sso("https://10.0.0.7", "", ""))
             .await,
+    );
+}
+
+/// The same switch on the serverless deployment (issue 33.8: `wisp serve` had it, the
+/// functions did not): with `WISP_SSO_ALLOW_PRIVATE_ADDRESSES=true` in the web-api and
+/// http functions' environment, a project admin saves an issuer on loopback, and the
+/// http function fetches its discovery document on `POST /auth/login`.
+#[tokio::test]
+async fn lambda_functions_take_the_private_sso_switch() {
+    use wisp_proto::model;
+    use wisp_proto::webservice as web;
+    let allow = || {
+        vec![(
+            "WISP_SSO_ALLOW_PRIVATE_ADDRESSES".to_string(),
+            Some("true".to_string()),
+        )]
+    };
+    let env =
+        support::lambda::FunctionEnv::from([("wisp-web-api", allow()), ("wisp-http", allow())]);
+    let Some(wisp) = Wisp::start_lambda_with("lambda_functions_take_the_private_sso_switch", &env)
+    else {
+        return;
+    };
+    // An "identity provider" on loopback that reports the first request it gets.
+    let provider = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let issuer = format!("http://{}", provider.local_addr().expect("address"));
+    let (seen_tx, seen) = tokio::sync::oneshot::channel::<String>();
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let Ok((mut conn, _)) = provider.accept().await else {
+            return;
+        };
+        let mut buf = vec![0u8; 4096];
+        let n = conn.read(&mut buf).await.unwrap_or(0);
+        let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let _ = seen_tx.send(request.lines().next().unwrap_or_default().to_string());
+    });
+
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let resp = wisp.login_static(QUICKSTART, &username, &password).await;
+    let token = support::web::cookie_value(
+        support::web::set_cookie(&resp, "token")
+            .unwrap_or_else(|| panic!("no session cookie: {resp:?}")),
+    )
+    .to_string();
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    support::ok(
+        console
+            .update_project_sso_config(web::UpdateProjectSsoConfigRequest {
+                sso: Some(model::ProjectSsoConfig {
+                    provider: model::project_sso_config::Provider::Oidc as i32,
+                    session_ttl: 24,
+                    oidc: Some(model::project_sso_config::Oidc {
+                        client_id: "cid".into(),
+                        client_secret: "secret".into(),
+                        issuer: issuer.clone(),
+                        redirect_uri: "https://wisp.example.com/auth/callback".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            })
+            .await,
+    );
+    let _ = wisp
+        .http_post(
+            "/auth/login",
+            &[("content-type", "application/x-www-form-urlencoded")],
+            format!("project={QUICKSTART}").into_bytes(),
+        )
+        .await;
+    let request = tokio::time::timeout(Duration::from_secs(60), seen)
+        .await
+        .expect("the http function never reached the issuer on loopback")
+        .expect("the provider's task");
+    assert!(
+        request.contains("/.well-known/openid-configuration"),
+        "{request}"
     );
 }

@@ -117,8 +117,8 @@ impl App {
     }
 
     /// What projects' SSO settings may make the control plane reach (`wisp serve
-    /// --sso-allow-private-addresses`; the Lambda functions keep the default: public
-    /// `https://` addresses only).
+    /// --sso-allow-private-addresses`; on Lambda `WISP_SSO_ALLOW_PRIVATE_ADDRESSES`;
+    /// by default public `https://` addresses only).
     #[cfg(feature = "web")]
     pub fn with_sso_policy(
         mut self,

@@ -1,9 +1,11 @@
 //! The connections a Wisp server ([`crate::server`]) accepts: at most `max` open at once, each closed when
 //! its client makes no request for too long, however many pings it answers
 //! ([`wisp_bridge::idle`]). At the cap, a connection that never sent an authenticated
-//! request is closed to make room; when all have, the server stops accepting (new clients
-//! wait in the kernel's backlog) until one closes. So a flood of idle or unauthenticated
-//! connections can neither exhaust file descriptors nor keep pipeds and browsers out.
+//! request is closed to make room, else one of a caller holding more than its share
+//! (a quarter of the cap); when neither is found, the server stops accepting (new clients
+//! wait in the kernel's backlog) until one closes. So a flood of idle, unauthenticated or
+//! one credential's connections can neither exhaust file descriptors nor keep pipeds and
+//! browsers out.
 
 use std::io;
 use std::pin::Pin;
@@ -123,7 +125,11 @@ where
             }
             req.extensions_mut().insert(info.tcp);
             req.extensions_mut()
-                .insert(OnAdmitted(Arc::new(move || activity.trust())));
+                .insert(OnAdmitted(Arc::new(move |principal| {
+                    // One key per caller: the project's length makes it unambiguous.
+                    let (project, id) = (&principal.project, &principal.id);
+                    activity.trust_as(&format!("{}:{project}{id}", project.len()));
+                })));
             info.activity.request()
         });
         let response = self.inner.call(req);

@@ -7,9 +7,11 @@
 //! [`Places`] bounds the connections open at once. At the cap, the oldest connection
 //! that has not yet sent an authenticated request is closed to make room, so that
 //! connections opened and left unauthenticated cannot fill the cap and keep pipeds and
-//! browsers out. Used by `wisp bridge` and `wisp serve`.
+//! browsers out; when every connection has authenticated, one of the caller holding the
+//! most is closed if it holds more than its share ([`PRINCIPAL_CONNECTION_SHARE`]), so
+//! that one credential cannot fill the cap either. Used by `wisp bridge` and `wisp serve`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -24,6 +26,11 @@ use tokio::time::{Instant, Sleep};
 pub const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an open connection may stay silent (`wisp serve --idle-timeout`).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Of the connection cap, what one caller (a piped, an API key, a console user: the
+/// gate's principal) may keep once the cap is reached: a quarter (at least one), as of
+/// the calls in flight. Under the cap it may open more; at the cap, its connections past
+/// the share are closed, oldest first, to make room for others.
+pub const PRINCIPAL_CONNECTION_SHARE: (usize, usize) = (1, 4);
 
 /// What one connection's requests are doing: shared by its IO ([`IdleTimeout`]), which
 /// closes it when idle, and the service that answers its requests, which marks their
@@ -35,6 +42,8 @@ pub struct Activity {
     /// When the last request started or ended, in ms since `epoch`.
     last_ms: AtomicU64,
     trusted: AtomicBool,
+    /// Whom its authenticated requests came from (the last one), when the server knows.
+    principal: Mutex<Option<Arc<str>>>,
     closed: AtomicBool,
     /// The connection's task, woken to close it.
     waker: Mutex<Option<Waker>>,
@@ -47,6 +56,7 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             last_ms: AtomicU64::new(0),
             trusted: AtomicBool::new(false),
+            principal: Mutex::new(None),
             closed: AtomicBool::new(false),
             waker: Mutex::new(None),
         })
@@ -67,6 +77,25 @@ impl Activity {
     /// The connection has sent an authenticated request: it keeps its place at the cap.
     pub fn trust(&self) {
         self.trusted.store(true, Ordering::Release);
+    }
+
+    /// [`Activity::trust`], by `principal` (the gate's `project` and `id`, as one key):
+    /// the connection counts toward that caller's share of the cap.
+    pub fn trust_as(&self, principal: &str) {
+        {
+            let mut slot = self.principal.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.as_deref() != Some(principal) {
+                *slot = Some(principal.into());
+            }
+        }
+        self.trust();
+    }
+
+    fn principal(&self) -> Option<Arc<str>> {
+        self.principal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn is_trusted(&self) -> bool {
@@ -119,10 +148,12 @@ impl Drop for InRequest {
 }
 
 /// At most `max` connections open at once, those that never authenticated closed first
-/// to make room.
+/// to make room, then those of a caller past its share.
 #[derive(Debug)]
 pub struct Places {
     max: usize,
+    /// Connections one principal keeps at the cap ([`PRINCIPAL_CONNECTION_SHARE`]).
+    share: usize,
     inner: Mutex<PlacesInner>,
     freed: tokio::sync::Notify,
 }
@@ -131,15 +162,17 @@ pub struct Places {
 struct PlacesInner {
     open: usize,
     next: u64,
-    /// Open connections in the order they were accepted (trusted ones are skipped and
+    /// Open connections in the order they were accepted (closed and gone ones are
     /// dropped from here when found).
     candidates: BTreeMap<u64, Weak<Activity>>,
 }
 
 impl Places {
     pub fn new(max: usize) -> Arc<Self> {
+        let (num, den) = PRINCIPAL_CONNECTION_SHARE;
         Arc::new(Places {
             max: max.max(1),
+            share: (max / den * num).max(1),
             inner: Mutex::default(),
             freed: tokio::sync::Notify::new(),
         })
@@ -157,7 +190,8 @@ impl Places {
     /// A place for a new connection, whose requests `activity` follows. Under the cap at
     /// once; at the cap, the oldest connection that has not authenticated (one without a
     /// request in flight first) is closed and its place taken when it is gone; when every
-    /// connection has authenticated, waits for one to close.
+    /// connection has authenticated, the oldest of the principal holding the most, if it
+    /// holds more than its share; otherwise waits for one to close.
     pub async fn take(self: &Arc<Self>, activity: &Arc<Activity>) -> Place {
         loop {
             let freed = self.freed.notified();
@@ -175,7 +209,7 @@ impl Places {
                         id,
                     };
                 }
-                evict_one(&mut inner);
+                evict_one(&mut inner, self.share);
             }
             freed.await;
         }
@@ -183,21 +217,40 @@ impl Places {
 }
 
 /// Closes the connection that has waited longest without authenticating, preferring one
-/// with no request in flight; closed, gone and trusted connections leave the list.
-fn evict_one(inner: &mut PlacesInner) {
-    inner.candidates.retain(|_, weak| {
-        weak.upgrade()
-            .is_some_and(|a| !a.is_trusted() && !a.is_closed())
-    });
-    let pick = |idle_only: bool| {
-        inner
-            .candidates
-            .iter()
-            .filter_map(|(id, weak)| weak.upgrade().map(|a| (*id, a)))
-            .find(|(_, a)| !idle_only || a.in_flight() == 0)
+/// with no request in flight; when all have authenticated, the oldest connection of the
+/// principal holding the most, if that is more than `share`. Closed and gone connections
+/// leave the list.
+fn evict_one(inner: &mut PlacesInner, share: usize) {
+    inner
+        .candidates
+        .retain(|_, weak| weak.upgrade().is_some_and(|a| !a.is_closed()));
+    let open: Vec<(u64, Arc<Activity>)> = inner
+        .candidates
+        .iter()
+        .filter_map(|(id, weak)| weak.upgrade().map(|a| (*id, a)))
+        .collect();
+    let oldest = |wanted: &dyn Fn(&Activity) -> bool| {
+        let mut matching = open.iter().filter(|(_, a)| wanted(a));
+        let first = matching.clone().next();
+        matching
+            .find(|(_, a)| a.in_flight() == 0)
+            .or(first)
+            .cloned()
     };
-    if let Some((id, activity)) = pick(true).or_else(|| pick(false)) {
-        tracing::debug!("connection cap reached: closing a connection that never authenticated");
+    let victim = oldest(&|a| !a.is_trusted()).or_else(|| {
+        let mut held: HashMap<Arc<str>, usize> = HashMap::new();
+        for principal in open.iter().filter_map(|(_, a)| a.principal()) {
+            *held.entry(principal).or_default() += 1;
+        }
+        let (most, count) = held.into_iter().max_by_key(|(_, count)| *count)?;
+        if count <= share {
+            return None;
+        }
+        tracing::debug!("connection cap reached: closing a connection of a caller past its share");
+        oldest(&|a| a.principal().as_deref() == Some(&*most))
+    });
+    if let Some((id, activity)) = victim {
+        tracing::debug!("connection cap reached: closing a connection to make room");
         activity.close();
         inner.candidates.remove(&id);
     }
@@ -428,6 +481,58 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         assert!(started.elapsed() <= Duration::from_secs(6));
         pinging.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_the_cap_a_caller_past_its_share_makes_room() {
+        // A cap of 4: one principal keeps 1 once the cap is reached.
+        let places = Places::new(4);
+        let piped = Activity::new();
+        let _p = places.take(&piped).await;
+        piped.trust_as("quickstart\npiped-1");
+        let mut flood = Vec::new();
+        for _ in 0..3 {
+            let activity = Activity::new();
+            let place = places.take(&activity).await;
+            activity.trust_as("other\napi-key-1");
+            flood.push((activity, place));
+        }
+        // The fifth closes the key's oldest connection, not the piped's.
+        let newcomer = Activity::new();
+        let taking = {
+            let (places, newcomer) = (places.clone(), newcomer.clone());
+            tokio::spawn(async move { places.take(&newcomer).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!piped.is_closed());
+        assert!(flood[0].0.is_closed() && !flood[1].0.is_closed());
+        let (_, oldest) = flood.remove(0);
+        drop(oldest);
+        let _n = taking.await.unwrap();
+        // Down to its share plus one, and the newcomer by another principal: the key
+        // still holds more than one, so the next newcomer closes another of its own.
+        newcomer.trust_as("quickstart\npiped-2");
+        let third = Activity::new();
+        let taking = {
+            let (places, third) = (places.clone(), third.clone());
+            tokio::spawn(async move { places.take(&third).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(flood[0].0.is_closed() && !flood[1].0.is_closed());
+        let (_, next) = flood.remove(0);
+        drop(next);
+        let _m = taking.await.unwrap();
+        third.trust_as("quickstart\npiped-3");
+        // Each principal now within its share: the next one waits.
+        let waiting = {
+            let places = places.clone();
+            tokio::spawn(async move { places.take(&Activity::new()).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        assert!(!piped.is_closed() && !newcomer.is_closed() && !third.is_closed());
+        assert!(!flood[0].0.is_closed());
+        waiting.abort();
     }
 
     #[tokio::test(start_paused = true)]

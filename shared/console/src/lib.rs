@@ -304,10 +304,12 @@ impl Console {
 
     /// The static admin's login. Every refusal that could tell a stranger something
     /// (no such project, static admin disabled, wrong user name or password) answers the
-    /// same [`LOGIN_FAILED`]. bcrypt runs only for the project's admin user name (a fresh
-    /// user name costs a SHA-256 and a cache read, not a bcrypt), within
-    /// [`login_guard::PasswordChecks`]' slots; failures are counted per project, user name
-    /// and source, and per source ([`wisp_services::web::logins`]).
+    /// same [`LOGIN_FAILED`], after the same work: one bcrypt whatever the user name
+    /// ([`login_guard::decoy_hash`]), so that the answer's time does not tell whether a
+    /// name is the admin's. bcrypt runs within [`login_guard::PasswordChecks`]' slots;
+    /// failures are counted per project, user name and source, and per source
+    /// ([`wisp_services::web::logins`]), so one source buys at most
+    /// `MAX_FAILED_LOGINS_PER_SOURCE` bcrypts per window.
     async fn static_login(&self, req: Request<Bytes>) -> Response<Bytes> {
         if req.method() != Method::POST {
             return self.error_redirect("Method not allowed");
@@ -334,31 +336,33 @@ impl Console {
         // Deviation: upstream answers "Unable to find project" and "Static admin is
         // disabled"; one answer for every refusal tells a stranger nothing.
         let project = match self.web.load_project(project_id).await {
-            Ok(p) => p,
-            Err(ServiceError::NotFound(_)) => {
-                return self
-                    .login_refused(project_id, username, &source, failed_before)
-                    .await;
-            }
+            Ok(p) => Some(p),
+            Err(ServiceError::NotFound(_)) => None,
             Err(e) => {
                 tracing::warn!(project = %project_id, error = %e, "login: project lookup failed");
                 return self.error_redirect("Unable to log in right now; try again");
             }
         };
-        let admin = project.static_admin.unwrap_or_default();
-        if project.static_admin_disabled
-            || admin.username.is_empty()
-            || !same_user_name(&admin.username, username)
-        {
-            return self
-                .login_refused(project_id, username, &source, failed_before)
-                .await;
-        }
-        let hash = admin.password_hash.clone();
+        let admin = project
+            .filter(|p| !p.static_admin_disabled)
+            .and_then(|p| p.static_admin)
+            .filter(|a| !a.username.is_empty());
+        // Deviation: upstream compares the user name first and runs bcrypt only for the
+        // admin's, so the answer's time tells whether a name is the admin's (issue 33.6).
+        // Here a wrong name is checked against the admin's own hash (the same cost) and
+        // an unknown project or disabled admin against a decoy of the default cost; the
+        // result counts only for the admin's own name.
+        let is_admin = admin
+            .as_ref()
+            .is_some_and(|a| same_user_name(&a.username, username));
+        let hash = admin.as_ref().map(|a| a.password_hash.clone());
         let password = password.to_string();
         let matches = match self
             .password_checks
-            .run(move || wisp_auth::verify_secret(&password, &hash))
+            .run(move || match hash {
+                Some(hash) => wisp_auth::verify_secret(&password, &hash),
+                None => wisp_auth::verify_secret(&password, login_guard::decoy_hash()),
+            })
             .await
         {
             Ok(matches) => matches,
@@ -368,11 +372,11 @@ impl Console {
             }
         };
         wisp_telemetry::record_slow_hashes("static_admin", 1);
-        if !matches {
+        let Some(admin) = admin.filter(|_| is_admin && matches) else {
             return self
                 .login_refused(project_id, username, &source, failed_before)
                 .await;
-        }
+        };
         if failed_before.user > 0 {
             self.web
                 .clear_failed_logins(project_id, username, &source)

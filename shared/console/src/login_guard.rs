@@ -114,6 +114,20 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// A bcrypt hash of the default cost ([`wisp_auth::hash_secret`]) that no password matches:
+/// a login for an unknown project or a disabled admin is checked against it, so that it
+/// costs what a wrong password costs. Made once, on first use.
+pub fn decoy_hash() -> &'static str {
+    static DECOY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DECOY.get_or_init(|| {
+        // A fresh random secret each process: no one knows what it matches.
+        let secret = wisp_auth::generate_piped_key();
+        // Should hashing fail, an empty hash matches nothing (verify_secret is then
+        // cheap, which only loosens the timing, never the check).
+        wisp_auth::hash_secret(&secret).unwrap_or_default()
+    })
+}
+
 /// How long a password check waits for a slot before the login is told to try again.
 const MAX_WAIT: Duration = Duration::from_secs(2);
 

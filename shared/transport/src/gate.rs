@@ -96,11 +96,12 @@ pub trait Admit: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
 
-/// Put in a request's extensions by the connection it came on: called once the gate has
-/// admitted a caller, so that the connection counts as authenticated (a share of the
-/// connection cap is kept for those).
+/// Put in a request's extensions by the connection it came on: called with the caller's
+/// principal once the gate has admitted it, so that the connection counts as
+/// authenticated, and as that principal's (connections past its share of the cap are
+/// closed first when the cap is reached).
 #[derive(Clone)]
-pub struct OnAdmitted(pub Arc<dyn Fn() + Send + Sync>);
+pub struct OnAdmitted(pub Arc<dyn Fn(&Principal) + Send + Sync>);
 
 impl std::fmt::Debug for OnAdmitted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -446,7 +447,7 @@ async fn pass<A: Admit>(
     let source = req.extensions().get::<ClientAddr>().map(|c| c.0);
     let caller = admit.admit(method, req.headers(), source).await?;
     if let Some(OnAdmitted(admitted)) = req.extensions().get::<OnAdmitted>() {
-        admitted();
+        admitted(&A::principal(&caller));
     }
     let encoding = match req.headers().get("grpc-encoding").map(|v| v.as_bytes()) {
         None | Some(b"identity") => Encoding::Identity,

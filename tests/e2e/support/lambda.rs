@@ -288,6 +288,18 @@ impl LambdaFront {
             .unwrap_or(0)
     }
 
+    /// The process id of `function`'s instance, while it runs (`None` once it exited).
+    pub fn pid(&mut self, function: &str) -> Option<u32> {
+        let (_, child, _) = self
+            .children
+            .iter_mut()
+            .find(|(name, _, _)| *name == function)?;
+        match child.try_wait() {
+            Ok(None) => Some(child.id()),
+            _ => None,
+        }
+    }
+
     /// Everything `function` logged so far.
     pub fn log_text(&self, function: &str) -> String {
         self.children
@@ -684,6 +696,12 @@ impl Wisp {
     /// encryption key in Secrets Manager, project `quickstart` made by `wisp project add`.
     /// `None` (after a note) when the stand-ins or the function binaries are missing.
     pub fn start_lambda(test: &str) -> Option<Wisp> {
+        Self::start_lambda_with(test, &HashMap::new())
+    }
+
+    /// [`Wisp::start_lambda`] with each function's environment changed as `function_env`
+    /// says ([`LambdaFront::start_with`]).
+    pub fn start_lambda_with(test: &str, function_env: &FunctionEnv) -> Option<Wisp> {
         let env = AwsEnv::from_env(test)?;
         if let Err(missing) = function_binaries() {
             return skip(
@@ -720,7 +738,7 @@ impl Wisp {
             admin["username"].as_str().expect("username").to_string(),
             admin["password"].as_str().expect("password").to_string(),
         );
-        let mut front = LambdaFront::start(&backend, dir.path());
+        let mut front = LambdaFront::start_with(&backend, dir.path(), function_env);
         front.admin = Some(admin);
         Some(Wisp {
             aws: Some(backend),
@@ -732,5 +750,10 @@ impl Wisp {
     /// The Lambda emulation, when this control plane runs as functions.
     pub fn lambda(&self) -> Option<&LambdaFront> {
         self.lambda.as_ref()
+    }
+
+    /// The same, to ask after its processes ([`LambdaFront::pid`]).
+    pub fn lambda_mut(&mut self) -> Option<&mut LambdaFront> {
+        self.lambda.as_mut()
     }
 }

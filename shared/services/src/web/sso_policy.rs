@@ -3,7 +3,8 @@
 //! admin writes them, and the control plane fetches them on an unauthenticated
 //! `POST /auth/login`, so they must not reach inside the network the control plane runs
 //! in: `https://` only, to public addresses only, unless the operator allows private
-//! ones (`wisp serve --sso-allow-private-addresses`: a provider in the same network, or
+//! ones (`wisp serve --sso-allow-private-addresses`, `WISP_SSO_ALLOW_PRIVATE_ADDRESSES` on
+//! the Lambda functions: a provider in the same network, or
 //! one run beside the control plane in tests, where plain `http://` to loopback is then
 //! accepted too).
 //!
@@ -88,7 +89,7 @@ fn split_url(url: &str) -> Option<(String, &str)> {
 /// Why an address inside the network is refused, and the way out.
 pub const PRIVATE_REFUSED: &str = "it is a private, loopback or link-local address, which the \
      control plane does not reach for SSO unless its operator allows it \
-     (wisp serve --sso-allow-private-addresses)";
+     (wisp serve --sso-allow-private-addresses; on Lambda WISP_SSO_ALLOW_PRIVATE_ADDRESSES=true)";
 
 /// An address on the public internet: not private (RFC 1918, unique-local), loopback,
 /// link-local, shared (CGNAT), unspecified, multicast, broadcast, documentation or

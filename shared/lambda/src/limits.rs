@@ -15,10 +15,8 @@ use http::HeaderMap;
 use lambda_http::Body;
 use lambda_http::aws_lambda_events::alb::AlbTargetGroupResponse;
 
-/// Largest request body the ALB hands to a Lambda function.
-pub const ALB_MAX_REQUEST_BODY: usize = 1_000_000;
-/// Largest response document (JSON) the ALB accepts from a Lambda function.
-pub const ALB_MAX_RESPONSE_JSON: usize = 1_000_000;
+// ALB_MAX_REQUEST_BODY and ALB_MAX_RESPONSE_JSON, shared with the tests' ALB emulator.
+include!("alb_limits.rs");
 
 /// The most a WebService answer may weigh once gzip-compressed: what fits the response
 /// JSON in base64 (749,250 bytes for 999,000 of JSON), less room for the gRPC-web frame

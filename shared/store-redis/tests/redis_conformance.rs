@@ -211,67 +211,97 @@ fn redis_server(test: &str) -> Option<PathBuf> {
     binary
 }
 
-/// Longest a call may take while Redis is down or hung: the call timeout plus slack for
-/// a loaded 2-core machine.
-const STALL_BOUND: Duration = Duration::from_millis(250 + 750);
+/// How long a call may take while Redis is down or hung before the test calls it hung:
+/// every call is bounded by the call timeout (250 ms), so only a call that waits on the
+/// dead server for good misses this deadline, however loaded the machine. No pass/fail
+/// bound is tighter than that (timing belongs in benches/); the times are printed.
+const HUNG: Duration = Duration::from_secs(60);
 
-/// Every operation fails `Unavailable`, each within `STALL_BOUND`, also when many run at
-/// once.
+/// `call`'s result, which must come before [`HUNG`].
+async fn unhung<T>(what: &str, call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(HUNG, call)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung for {HUNG:?}"))
+}
+
+/// Concurrent callers while Redis is down or hung: enough that, were they served one
+/// after another (each waiting out the 250 ms call timeout), the last would miss
+/// [`HUNG`] (500 x 250 ms = 125 s).
+const CONCURRENT_CALLERS: usize = 500;
+
+/// Every operation fails `Unavailable` and none hangs, also when many run at once.
 async fn assert_unavailable_quickly(cache: &Arc<RedisCache>, rounds: usize) {
     assert_eq!(DEFAULT_TIMEOUT, Duration::from_millis(250));
+    assert!(DEFAULT_TIMEOUT * CONCURRENT_CALLERS as u32 > HUNG * 2);
     for round in 0..rounds {
         let key = format!("down-{round}");
         let started = Instant::now();
         let results: Vec<(&str, Result<(), StoreError>)> = vec![
-            ("get", cache.get(&key).await.map(|_| ())),
-            ("put", cache.put(&key, b"x".to_vec(), None).await),
+            ("get", unhung("get", cache.get(&key)).await.map(|_| ())),
+            (
+                "put",
+                unhung("put", cache.put(&key, b"x".to_vec(), None)).await,
+            ),
             (
                 "put ttl",
-                cache
-                    .put(&key, b"x".to_vec(), Some(Duration::from_secs(5)))
-                    .await,
+                unhung(
+                    "put ttl",
+                    cache.put(&key, b"x".to_vec(), Some(Duration::from_secs(5))),
+                )
+                .await,
             ),
-            ("delete", cache.delete(&key).await),
-            ("hash_set", cache.hash_set(&key, "f", b"x".to_vec()).await),
-            ("hash_get", cache.hash_get(&key, "f").await.map(|_| ())),
-            ("hash_get_all", cache.hash_get_all(&key).await.map(|_| ())),
-            ("hash_delete", cache.hash_delete(&key, "f").await),
+            ("delete", unhung("delete", cache.delete(&key)).await),
+            (
+                "hash_set",
+                unhung("hash_set", cache.hash_set(&key, "f", b"x".to_vec())).await,
+            ),
+            (
+                "hash_get",
+                unhung("hash_get", cache.hash_get(&key, "f"))
+                    .await
+                    .map(|_| ()),
+            ),
+            (
+                "hash_get_all",
+                unhung("hash_get_all", cache.hash_get_all(&key))
+                    .await
+                    .map(|_| ()),
+            ),
+            (
+                "hash_delete",
+                unhung("hash_delete", cache.hash_delete(&key, "f")).await,
+            ),
         ];
-        let n = results.len() as u32;
+        let n = results.len();
         for (op, result) in results {
             assert!(
                 matches!(result, Err(StoreError::Unavailable(_))),
                 "round {round}: {op} while Redis is down: {result:?}"
             );
         }
-        assert!(
-            started.elapsed() < STALL_BOUND * n,
-            "round {round}: {n} calls took {:?}",
-            started.elapsed()
-        );
+        println!("round {round}: {n} calls took {:?}", started.elapsed());
     }
-    // 50 concurrent callers: none waits much longer than one timeout.
+    // Many concurrent callers: each waits for its own timeout, not for the others'.
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for i in 0..50 {
+    for i in 0..CONCURRENT_CALLERS {
         let cache = cache.clone();
         tasks.push(tokio::spawn(async move {
-            let t = Instant::now();
-            let result = cache.get(&format!("down-concurrent-{i}")).await;
-            (t.elapsed(), result)
+            cache.get(&format!("down-concurrent-{i}")).await
         }));
     }
-    for task in tasks {
-        let (took, result) = task.await.expect("task");
-        assert!(
-            matches!(result, Err(StoreError::Unavailable(_))),
-            "{result:?}"
-        );
-        assert!(took < STALL_BOUND, "a concurrent call took {took:?}");
-    }
-    assert!(
-        started.elapsed() < STALL_BOUND * 2,
-        "{:?}",
+    let all = async {
+        for task in tasks {
+            let result = task.await.expect("task");
+            assert!(
+                matches!(result, Err(StoreError::Unavailable(_))),
+                "{result:?}"
+            );
+        }
+    };
+    unhung("the concurrent callers", all).await;
+    println!(
+        "{CONCURRENT_CALLERS} concurrent calls took {:?}",
         started.elapsed()
     );
 }
@@ -359,16 +389,13 @@ async fn redis_down_at_startup_then_up() {
         return;
     };
     let port = free_port();
-    let started = Instant::now();
     let cache = Arc::new(
-        RedisCache::connect(&format!("redis://127.0.0.1:{port}"))
-            .await
-            .expect("connect succeeds even though nothing listens yet"),
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
+        unhung(
+            "connect",
+            RedisCache::connect(&format!("redis://127.0.0.1:{port}")),
+        )
+        .await
+        .expect("connect succeeds even though nothing listens yet"),
     );
     assert_unavailable_quickly(&cache, 1).await;
     let _server = PrivateRedis::start(&binary, port, &[], false);
@@ -396,14 +423,16 @@ async fn a_hung_connection_is_replaced() {
     cache.put("k", b"v".to_vec(), None).await.expect("put");
     assert_eq!(cache.rebuilds(), 0);
     server.signal("-STOP");
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_millis(1500) {
-        let t = Instant::now();
-        let err = cache.get("k").await.expect_err("hung");
-        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
-        assert!(t.elapsed() < STALL_BOUND, "{:?}", t.elapsed());
-    }
-    assert!(cache.rebuilds() >= 1, "never rebuilt");
+    // Calls keep failing (none hanging) until the connection is rebuilt; the rebuild
+    // comes after 600 ms of hanging, so a deadline far past that only catches a cache
+    // that never rebuilds.
+    let rebuilt = async {
+        while cache.rebuilds() == 0 {
+            let err = unhung("get", cache.get("k")).await.expect_err("hung");
+            assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        }
+    };
+    unhung("the rebuild", rebuilt).await;
     server.signal("-CONT");
     let took = wait_until_working(&cache, Duration::from_secs(20)).await;
     eprintln!(
@@ -561,10 +590,10 @@ async fn tls_with_auth_token() {
         },
     ] {
         let cache = RedisCache::connect_with(options).await.expect("connect");
-        let started = Instant::now();
-        let err = cache.get("k").await.expect_err("must not work");
+        let err = unhung("get", cache.get("k"))
+            .await
+            .expect_err("must not work");
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
-        assert!(started.elapsed() < STALL_BOUND, "{:?}", started.elapsed());
         let shown = err.to_string();
         assert!(
             !shown.contains(token) && !shown.contains("wrong-token"),

@@ -940,38 +940,380 @@ mod message_sizes {
     }
 }
 
-/// Request bodies are the network's: any bytes give a message within the bound or an
-/// error, and the estimate never panics and never counts less than the bytes.
+/// Request bodies are the network's. Structured bodies (valid frames around plain or
+/// gzip-compressed messages, gzip streams with bytes changed, frames with a wrong length,
+/// a bad flag or a missing `grpc-encoding`) go through `pass` and must come out as the
+/// very message sent, or be refused with the right code; every charge is given back.
+/// The estimate is checked against the documented cost of protobuf-shaped messages.
 #[cfg(test)]
 mod fuzz {
+    use std::io::Write;
+
     use super::*;
     use proptest::prelude::*;
+    use wisp_reach::Reach;
 
-    proptest! {
-        #[test]
-        fn any_body_unframes_within_the_limit(
-            body in proptest::collection::vec(any::<u8>(), 0..1024),
-            gzip in any::<bool>(),
-            limit in 0usize..2048,
-        ) {
-            let encoding = if gzip { Encoding::Gzip } else { Encoding::Identity };
-            if let Ok(Unframed::Plain(message)) = unframe(&body, encoding, limit) {
-                prop_assert!(message.len() <= limit);
+    struct Anyone;
+
+    #[async_trait]
+    impl Admit for Anyone {
+        type Caller = ();
+        async fn admit(&self, _: &str, _: &HeaderMap, _: Option<IpAddr>) -> Result<(), Status> {
+            Ok(())
+        }
+        fn principal(_: &()) -> Principal {
+            Principal {
+                project: "p".into(),
+                id: "anyone".into(),
             }
         }
+    }
 
-        #[test]
-        fn any_message_has_an_estimate(message in prop_oneof![
-            proptest::collection::vec(any::<u8>(), 0..2048),
-            // Nested length-delimited fields, the shape the estimate follows.
-            proptest::collection::vec((1u8..16, proptest::collection::vec(any::<u8>(), 0..32)), 0..64)
-                .prop_map(|fields| fields.into_iter().flat_map(|(n, v)| {
-                    let mut f = vec![(n << 3) | 2, v.len() as u8];
-                    f.extend(v);
-                    f
-                }).collect()),
-        ]) {
-            prop_assert!(decoded_size_estimate(&message) >= message.len());
+    fn frame(flag: u8, declared: usize, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![flag];
+        out.extend_from_slice(&u32::try_from(declared).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
+    /// How a request carries its message.
+    #[derive(Debug, Clone)]
+    enum Shape {
+        /// An uncompressed frame (with or without `grpc-encoding: gzip`).
+        Plain { gzip_header: bool },
+        /// A valid gzip stream in a compressed frame.
+        Gzip,
+        /// A gzip stream with bytes overwritten, inserted or cut.
+        CorruptGzip(Vec<(prop::sample::Index, u8, u8)>),
+        /// A compressed frame without `grpc-encoding`.
+        GzipWithoutHeader,
+        /// A frame whose declared length is off by `skew` (not 0).
+        WrongLength(i8),
+        /// The first 1 to 4 bytes of a frame header only.
+        TruncatedHeader(u8),
+        /// Two frames in one unary body.
+        TwoFrames,
+        /// A flag other than 0 and 1.
+        BadFlag(u8),
+        /// An encoding this server does not take.
+        UnsupportedEncoding,
+    }
+
+    fn shape() -> impl Strategy<Value = Shape> {
+        prop_oneof![
+            3 => any::<bool>().prop_map(|gzip_header| Shape::Plain { gzip_header }),
+            3 => Just(Shape::Gzip),
+            3 => proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..4)
+                .prop_map(Shape::CorruptGzip),
+            1 => Just(Shape::GzipWithoutHeader),
+            1 => any::<i8>().prop_filter("not 0", |s| *s != 0).prop_map(Shape::WrongLength),
+            1 => (1u8..5).prop_map(Shape::TruncatedHeader),
+            1 => Just(Shape::TwoFrames),
+            1 => (2u8..=255).prop_map(Shape::BadFlag),
+            1 => Just(Shape::UnsupportedEncoding),
+        ]
+    }
+
+    fn message() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..1200),
+            // Compressible: long runs, as protobuf with repeated fields has.
+            (any::<u8>(), 0usize..3000).prop_map(|(b, n)| vec![b; n]),
+        ]
+    }
+
+    fn corrupt(mut bytes: Vec<u8>, edits: &[(prop::sample::Index, u8, u8)]) -> Vec<u8> {
+        for (at, byte, op) in edits {
+            if bytes.is_empty() {
+                break;
+            }
+            let i = at.index(bytes.len());
+            match op {
+                0 => bytes[i] = if bytes[i] == *byte { !byte } else { *byte },
+                1 => bytes.insert(i, *byte),
+                _ => {
+                    bytes.remove(i);
+                }
+            }
         }
+        bytes
+    }
+
+    #[test]
+    fn structured_bodies_pass_intact_or_are_refused_with_the_right_code() {
+        static LIMITS: Limits = Limits {
+            service: "test",
+            methods: &[("Small", 512, ""), ("Large", 2048, "")],
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let budget = DecodeBudget::new(8 * 1024 * 1024);
+        let inputs = (message(), shape(), any::<bool>());
+        Reach::new("gate: structured request bodies", file!())
+            .at_least("plain message passed", 0.05)
+            .at_least("gzip message inflated", 0.05)
+            .at_least("too large: RESOURCE_EXHAUSTED", 0.05)
+            .at_least("corrupt gzip: INVALID_ARGUMENT", 0.05)
+            .at_least("bad frame: INVALID_ARGUMENT", 0.05)
+            .in_all_at_least(1.0)
+            .run(inputs, |(message, shape, large)| {
+                let (method, limit) = if large {
+                    ("Large", 2048)
+                } else {
+                    ("Small", 512)
+                };
+                let mut encoding = None;
+                let body = match &shape {
+                    Shape::Plain { gzip_header } => {
+                        encoding = gzip_header.then_some("gzip");
+                        frame(0, message.len(), &message)
+                    }
+                    Shape::Gzip => {
+                        encoding = Some("gzip");
+                        let packed = gzip(&message);
+                        frame(1, packed.len(), &packed)
+                    }
+                    Shape::CorruptGzip(edits) => {
+                        encoding = Some("gzip");
+                        let packed = corrupt(gzip(&message), edits);
+                        frame(1, packed.len(), &packed)
+                    }
+                    Shape::GzipWithoutHeader => {
+                        let packed = gzip(&message);
+                        frame(1, packed.len(), &packed)
+                    }
+                    Shape::WrongLength(skew) => {
+                        let declared = (message.len() as i64 + i64::from(*skew)).max(0) as usize;
+                        let declared = if declared == message.len() {
+                            declared + 1
+                        } else {
+                            declared
+                        };
+                        frame(0, declared, &message)
+                    }
+                    Shape::TruncatedHeader(n) => {
+                        frame(0, message.len(), &message)[..usize::from(*n)].to_vec()
+                    }
+                    Shape::TwoFrames => {
+                        let mut two = frame(0, message.len(), &message);
+                        two.extend(frame(0, 1, b"x"));
+                        two
+                    }
+                    Shape::BadFlag(flag) => frame(*flag, message.len(), &message),
+                    Shape::UnsupportedEncoding => {
+                        encoding = Some("deflate");
+                        frame(0, message.len(), &message)
+                    }
+                };
+                // What the gate reads of a body at most before it refuses it unread.
+                let over_the_wire_limit = body.len() > limit + FRAME_HEADER + limit / 64 + 1024;
+                let mut request = Request::builder().uri(format!("/test.Service/{method}"));
+                if let Some(encoding) = encoding {
+                    request = request.header("grpc-encoding", encoding);
+                }
+                let request = request
+                    .body(Body::new(Full::new(Bytes::from(body))))
+                    .unwrap();
+                let outcome = rt.block_on(async {
+                    match pass(&Anyone, &LIMITS, &budget, request).await {
+                        Ok((req, charge)) => {
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            drop(charge);
+                            Ok(body)
+                        }
+                        Err(status) => Err(status),
+                    }
+                });
+                // Whatever happened, every charge was given back.
+                prop_assert_eq!(budget.units.available_permits(), budget.total_units);
+                let sent = frame(0, message.len(), &message);
+                let too_large = message.len() > limit;
+                let code = outcome.as_ref().err().map(Status::code);
+                let reached = match (&shape, &outcome) {
+                    (Shape::UnsupportedEncoding, _) => {
+                        prop_assert_eq!(code, Some(tonic::Code::Unimplemented));
+                        "unsupported encoding: UNIMPLEMENTED"
+                    }
+                    (_, _) if over_the_wire_limit => {
+                        prop_assert_eq!(
+                            code,
+                            Some(tonic::Code::ResourceExhausted),
+                            "{:?}",
+                            outcome
+                        );
+                        "too large: RESOURCE_EXHAUSTED"
+                    }
+                    (Shape::Plain { .. } | Shape::Gzip, _) if too_large => {
+                        prop_assert_eq!(
+                            code,
+                            Some(tonic::Code::ResourceExhausted),
+                            "{:?}",
+                            outcome
+                        );
+                        "too large: RESOURCE_EXHAUSTED"
+                    }
+                    (Shape::Plain { .. }, _) => {
+                        prop_assert_eq!(outcome.as_deref().ok(), Some(&sent[..]));
+                        "plain message passed"
+                    }
+                    (Shape::Gzip, _) => {
+                        prop_assert_eq!(outcome.as_deref().ok(), Some(&sent[..]));
+                        "gzip message inflated"
+                    }
+                    // A change in the gzip header's time or OS byte, or after the stream,
+                    // leaves the message intact: then it must be the message sent.
+                    (Shape::CorruptGzip(_), Ok(body)) => {
+                        prop_assert!(!too_large);
+                        prop_assert_eq!(&body[..], &sent[..]);
+                        "corrupt gzip: intact message passed"
+                    }
+                    (Shape::CorruptGzip(_), Err(_))
+                        if code == Some(tonic::Code::ResourceExhausted) =>
+                    {
+                        "too large: RESOURCE_EXHAUSTED"
+                    }
+                    (Shape::CorruptGzip(_), Err(_)) => {
+                        prop_assert_eq!(code, Some(tonic::Code::InvalidArgument), "{:?}", outcome);
+                        "corrupt gzip: INVALID_ARGUMENT"
+                    }
+                    (_, _) => {
+                        // A bad frame is refused as such, whatever it declares.
+                        prop_assert_eq!(code, Some(tonic::Code::InvalidArgument), "{:?}", outcome);
+                        "bad frame: INVALID_ARGUMENT"
+                    }
+                };
+                Ok(Some(reached))
+            });
+    }
+
+    /// A protobuf-shaped value: what the estimate walks.
+    #[derive(Debug, Clone)]
+    enum Node {
+        Varint(u64),
+        Fixed64,
+        Bytes(Vec<u8>),
+        Message(Vec<(u8, Node)>),
+    }
+
+    fn node() -> impl Strategy<Value = Node> {
+        let leaf = prop_oneof![
+            any::<u64>().prop_map(Node::Varint),
+            Just(Node::Fixed64),
+            // Bytes may happen to parse as a message: the estimate takes the dearer
+            // reading, the bound the value's.
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(Node::Bytes),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            proptest::collection::vec((1u8..6, inner), 0..8).prop_map(Node::Message)
+        })
+    }
+
+    fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn encode_fields(fields: &[(u8, Node)], out: &mut Vec<u8>) {
+        for (number, node) in fields {
+            match node {
+                Node::Varint(v) => {
+                    put_varint(out, u64::from(*number) << 3);
+                    put_varint(out, *v);
+                }
+                Node::Fixed64 => {
+                    put_varint(out, (u64::from(*number) << 3) | 1);
+                    out.extend_from_slice(&[7; 8]);
+                }
+                Node::Bytes(b) => {
+                    put_varint(out, (u64::from(*number) << 3) | 2);
+                    put_varint(out, b.len() as u64);
+                    out.extend_from_slice(b);
+                }
+                Node::Message(inner) => {
+                    let mut body = Vec::new();
+                    encode_fields(inner, &mut body);
+                    put_varint(out, (u64::from(*number) << 3) | 2);
+                    put_varint(out, body.len() as u64);
+                    out.extend_from_slice(&body);
+                }
+            }
+        }
+    }
+
+    /// What the documented rule charges at least for the values in `fields`: per
+    /// length-delimited value its length and a value's cost, or, for a nested message,
+    /// a message's cost and its own values' when that is more; repeated fields (a
+    /// number seen before in the same message) at the repeated costs.
+    fn lower_bound(fields: &[(u8, Node)]) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        let mut total = 0usize;
+        for (number, node) in fields {
+            let repeated = !seen.insert(*number);
+            let (message_cost, value_cost) = if repeated {
+                (MESSAGE_COST, VALUE_COST)
+            } else {
+                (SINGULAR_MESSAGE_COST, SINGULAR_VALUE_COST)
+            };
+            total += match node {
+                Node::Varint(_) | Node::Fixed64 => 0,
+                Node::Bytes(b) => value_cost + b.len(),
+                Node::Message(inner) => {
+                    let mut body = Vec::new();
+                    encode_fields(inner, &mut body);
+                    (lower_bound(inner) + message_cost).max(value_cost + body.len())
+                }
+            };
+        }
+        total
+    }
+
+    #[test]
+    fn the_estimate_charges_at_least_the_documented_cost() {
+        let messages = prop_oneof![
+            3 => proptest::collection::vec((1u8..6, node()), 0..12).prop_map(Some),
+            // Not protobuf at all: field number 0.
+            1 => Just(None),
+        ];
+        let inputs = (messages, proptest::collection::vec(any::<u8>(), 0..200));
+        Reach::new("gate: the decoded-size estimate", file!())
+            .at_least("protobuf: at least the documented cost", 0.5)
+            .at_least("not protobuf: its bytes twice", 0.1)
+            .in_all_at_least(1.0)
+            .run(inputs, |(fields, junk)| {
+                Ok(Some(match fields {
+                    Some(fields) => {
+                        let mut message = Vec::new();
+                        encode_fields(&fields, &mut message);
+                        let estimate = decoded_size_estimate(&message);
+                        prop_assert!(
+                            estimate >= message.len() + MESSAGE_COST + lower_bound(&fields),
+                            "estimate {} for {:?}",
+                            estimate,
+                            fields
+                        );
+                        "protobuf: at least the documented cost"
+                    }
+                    None => {
+                        let mut message = vec![0x00];
+                        message.extend_from_slice(&junk);
+                        prop_assert_eq!(
+                            decoded_size_estimate(&message),
+                            2 * message.len() + MESSAGE_COST
+                        );
+                        "not protobuf: its bytes twice"
+                    }
+                }))
+            });
     }
 }

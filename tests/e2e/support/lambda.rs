@@ -62,10 +62,12 @@ const DEFAULT_FUNCTION: &str = "wisp-http";
 /// Functions that take no ALB traffic, invoked directly (EventBridge in AWS).
 const SCHEDULED: &[&str] = &["wisp-jobs"];
 
-/// The ALB's limits for Lambda targets: the request body it forwards, and the response
-/// JSON it accepts back (AWS says 1 MB; we take the smaller reading, 10^6 bytes).
-const ALB_MAX_REQUEST_BODY: usize = 1_000_000;
-const ALB_MAX_RESPONSE_JSON: usize = 1_000_000;
+// The ALB's limits for Lambda targets (ALB_MAX_REQUEST_BODY, ALB_MAX_RESPONSE_JSON):
+// the functions' own copy, one file with AWS's words for them.
+mod alb_limits {
+    include!("../../../shared/lambda/src/alb_limits.rs");
+}
+use alb_limits::{ALB_MAX_REQUEST_BODY, ALB_MAX_RESPONSE_JSON};
 /// The `http` function's WISP_WEB_PREFIX, as the Terraform module and SAM template set it.
 pub const WEB_PREFIX: &str = "console/";
 

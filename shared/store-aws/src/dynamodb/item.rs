@@ -402,12 +402,16 @@ mod tests {
     }
 }
 
-/// Items and cursors come back from DynamoDB and from clients: whatever they hold, decoding
-/// gives a record or an error, never a panic.
+/// Items and cursors come back from DynamoDB and from clients. A record written as an item
+/// reads back as the same record (or is refused as an invalid argument before it is
+/// written); an item with an attribute removed, retyped or garbled is a corrupt item
+/// (`Internal`), never a different record; a cursor round-trips, and any other text is
+/// `InvalidCursor`. Each target prints how many inputs reach each assertion.
 #[cfg(test)]
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
+    use wisp_reach::Reach;
 
     fn attribute() -> impl Strategy<Value = AttributeValue> {
         let leaf = prop_oneof![
@@ -425,35 +429,218 @@ mod fuzz {
         })
     }
 
-    /// Attribute names: the ones decoding reads, and others.
-    fn name() -> impl Strategy<Value = String> {
-        let known: Vec<String> = [PK, SK, DATA, VERSION, PROJECT_ID, EXPIRES_AT]
-            .iter()
-            .chain(GSI_PK.iter())
-            .chain(GSI_SK.iter())
-            .map(|s| s.to_string())
-            .collect();
-        prop_oneof![proptest::sample::select(known), ".{0,12}"]
+    /// Attribute names decoding reads.
+    fn known_names() -> Vec<&'static str> {
+        [PK, SK, DATA, VERSION, PROJECT_ID, EXPIRES_AT]
+            .into_iter()
+            .chain(GSI_PK)
+            .chain(GSI_SK)
+            .collect()
     }
 
-    proptest! {
-        #[test]
-        fn any_item_decodes_or_errs(item in proptest::collection::hash_map(name(), attribute(), 0..12)) {
-            let _ = from_item(Kind::Application, item.clone());
-            let _ = version_of(&item);
-            let _ = is_live(&item, 0);
-        }
+    fn index_key() -> impl Strategy<Value = Option<IndexKey>> {
+        proptest::option::of(
+            (".{0,20}", prop_oneof![".{0,20}", "[0-9]{20}"])
+                .prop_map(|(pk, sk)| IndexKey::new(pk, sk)),
+        )
+    }
 
-        #[test]
-        fn any_cursor_decodes_or_errs(cursor in ".{0,200}") {
-            let _ = decode_cursor::<QueryCursor>(&cursor);
-            let _ = decode_cursor::<ScanCursor>(&cursor);
-        }
+    fn record() -> impl Strategy<Value = Record> {
+        (
+            prop_oneof![8 => "[A-Za-z0-9-]{1,40}", 1 => ".{0,40}"],
+            ".{0,20}",
+            proptest::collection::vec(any::<u8>(), 0..128),
+            [index_key(), index_key(), index_key()],
+            proptest::option::of(any::<i64>()),
+        )
+            .prop_map(|(id, project_id, data, indexes, expires_at)| Record {
+                id,
+                project_id,
+                version: 0,
+                data,
+                indexes,
+                expires_at,
+            })
+    }
 
-        #[test]
-        fn encoded_json_cursors_of_any_shape_decode_or_err(json in ".{0,200}") {
-            let cursor = URL_SAFE_NO_PAD.encode(json.as_bytes());
-            let _ = decode_cursor::<QueryCursor>(&cursor);
-        }
+    /// One change to a valid item.
+    #[derive(Debug, Clone)]
+    enum Change {
+        Remove(prop::sample::Index),
+        Retype(prop::sample::Index, AttributeValue),
+        /// Another kind's partition key.
+        OtherKind,
+        /// An attribute decoding does not read.
+        Extra(String, AttributeValue),
+    }
+
+    fn change() -> impl Strategy<Value = Change> {
+        prop_oneof![
+            2 => any::<prop::sample::Index>().prop_map(Change::Remove),
+            2 => (any::<prop::sample::Index>(), attribute()).prop_map(|(i, v)| Change::Retype(i, v)),
+            1 => Just(Change::OtherKind),
+            1 => ("x_[a-z]{1,8}", attribute()).prop_map(|(n, v)| Change::Extra(n, v)),
+        ]
+    }
+
+    fn is_corrupt(e: &StoreError) -> bool {
+        matches!(e, StoreError::Internal(m) if m.starts_with("corrupt DynamoDB item"))
+    }
+
+    #[test]
+    fn records_round_trip_and_changed_items_are_corrupt() {
+        let inputs = (record(), any::<u64>(), proptest::option::of(change()));
+        Reach::new("dynamodb items: records and changed items", file!())
+            .at_least("record read back as written", 0.2)
+            .at_least("changed item: corrupt (Internal)", 0.2)
+            .at_least("changed item: the same record", 0.05)
+            .in_all_at_least(0.9)
+            .run(inputs, |(record, version, change)| {
+                let item = match to_item(Kind::Application, record.clone(), version) {
+                    Ok(item) => item,
+                    Err(e) => {
+                        prop_assert!(matches!(e, StoreError::InvalidArgument(_)), "{:?}", e);
+                        return Ok(Some("refused record: InvalidArgument"));
+                    }
+                };
+                prop_assert_eq!(version_of(&item).ok(), Some(version));
+                let expected = Record { version, ..record };
+                let Some(change) = change else {
+                    prop_assert_eq!(from_item(Kind::Application, item).ok(), Some(expected));
+                    return Ok(Some("record read back as written"));
+                };
+                let mut item = item;
+                let mut names: Vec<String> = item.keys().cloned().collect();
+                names.sort();
+                let mut expected = expected;
+                let touched = match change {
+                    // Without `expires_at` a record never expires: the same record, but
+                    // for that.
+                    Change::Remove(i) if names[i.index(names.len())] == EXPIRES_AT => {
+                        item.remove(EXPIRES_AT);
+                        expected.expires_at = None;
+                        false
+                    }
+                    Change::Remove(i) => {
+                        item.remove(&names[i.index(names.len())]);
+                        true
+                    }
+                    // Another type (another value of the same type is another record).
+                    Change::Retype(i, value) => {
+                        let name = &names[i.index(names.len())];
+                        let retyped = item.get(name).map(std::mem::discriminant)
+                            != Some(std::mem::discriminant(&value));
+                        if retyped {
+                            item.insert(name.clone(), value);
+                        }
+                        retyped
+                    }
+                    Change::OtherKind => {
+                        item.insert(PK.into(), s(Kind::Deployment.as_str()));
+                        true
+                    }
+                    Change::Extra(name, value) => {
+                        item.insert(name, value);
+                        false
+                    }
+                };
+                Ok(Some(match from_item(Kind::Application, item) {
+                    Ok(back) => {
+                        // Only a change decoding cannot see, or one that decodes to the
+                        // same value (a number written another way), leaves the record.
+                        prop_assert_eq!(back, expected);
+                        "changed item: the same record"
+                    }
+                    Err(e) => {
+                        prop_assert!(touched, "an unread attribute broke the item: {:?}", e);
+                        prop_assert!(is_corrupt(&e), "{:?}", e);
+                        "changed item: corrupt (Internal)"
+                    }
+                }))
+            });
+    }
+
+    #[test]
+    fn any_item_decodes_or_is_corrupt() {
+        let name = prop_oneof![
+            proptest::sample::select(known_names()).prop_map(String::from),
+            ".{0,12}"
+        ];
+        let items = proptest::collection::hash_map(name, attribute(), 0..12);
+        Reach::new("dynamodb items: arbitrary items", file!())
+            .in_all_at_least(1.0)
+            .run(items, |item| {
+                let _ = version_of(&item);
+                let _ = is_live(&item, 0);
+                Ok(Some(match from_item(Kind::Application, item.clone()) {
+                    // What decodes writes back to an item that decodes the same.
+                    Ok(record) => {
+                        match to_item(Kind::Application, record.clone(), record.version) {
+                            Ok(item) => {
+                                prop_assert_eq!(
+                                    from_item(Kind::Application, item).ok(),
+                                    Some(record)
+                                );
+                                "decoded, and written back the same"
+                            }
+                            // E.g. an index sort key holding a NUL: refused, not stored.
+                            Err(e) => {
+                                prop_assert!(
+                                    matches!(e, StoreError::InvalidArgument(_)),
+                                    "{:?}",
+                                    e
+                                );
+                                "decoded; refused as a record to write"
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        prop_assert!(is_corrupt(&e), "{:?}", e);
+                        "corrupt (Internal)"
+                    }
+                }))
+            });
+    }
+
+    #[test]
+    fn cursors_round_trip_and_anything_else_is_an_invalid_cursor() {
+        let inputs = prop_oneof![
+            (".{0,60}", ".{0,60}").prop_map(|(s, i)| (Some((s, i)), String::new())),
+            ".{0,200}".prop_map(|t| (None, t)),
+            // JSON of any shape, encoded as a cursor is.
+            ".{0,200}".prop_map(|json| (None, URL_SAFE_NO_PAD.encode(json.as_bytes()))),
+            "\\{\"[si]\":\"[a-z]{0,8}\"(,\"[a-z]\":\"[a-z]{0,8}\"){0,2}\\}"
+                .prop_map(|json| (None, URL_SAFE_NO_PAD.encode(json.as_bytes()))),
+        ];
+        Reach::new("dynamodb cursors", file!())
+            .at_least("cursor round trip", 0.2)
+            .at_least("garbage: InvalidCursor", 0.2)
+            .in_all_at_least(1.0)
+            .run(inputs, |(cursor, text)| {
+                if let Some((s, i)) = cursor {
+                    let encoded = encode_cursor(&QueryCursor {
+                        s: s.clone(),
+                        i: i.clone(),
+                    })
+                    .unwrap();
+                    let back: QueryCursor = decode_cursor(&encoded).unwrap();
+                    prop_assert_eq!((back.s, back.i), (s, i.clone()));
+                    let encoded = encode_cursor(&ScanCursor { i: i.clone() }).unwrap();
+                    prop_assert_eq!(decode_cursor::<ScanCursor>(&encoded).unwrap().i, i);
+                    return Ok(Some("cursor round trip"));
+                }
+                Ok(Some(match decode_cursor::<QueryCursor>(&text) {
+                    Ok(found) => {
+                        let again = encode_cursor(&found).unwrap();
+                        let back: QueryCursor = decode_cursor(&again).unwrap();
+                        prop_assert_eq!((back.s, back.i), (found.s, found.i));
+                        "text that is a cursor: round trip"
+                    }
+                    Err(e) => {
+                        prop_assert!(matches!(e, StoreError::InvalidCursor), "{:?}", e);
+                        "garbage: InvalidCursor"
+                    }
+                }))
+            });
     }
 }

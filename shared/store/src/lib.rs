@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod collection;
+pub mod cursor;
 // A test suite for the backends' tests: it asserts by panicking.
 #[cfg(feature = "conformance")]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -14,6 +15,7 @@ pub mod filestore;
 pub mod memory_cache;
 pub mod metered;
 pub mod migrate;
+mod optimistic;
 
 // Domain stores built on the traits.
 pub mod analysis;

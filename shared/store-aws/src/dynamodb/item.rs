@@ -1,4 +1,4 @@
-//! How a record is laid out as a DynamoDB item, and the opaque cursors.
+//! How a record is laid out as a DynamoDB item (cursors: `wisp_store::cursor`).
 //!
 //! | attribute | type | value |
 //! |---|---|---|
@@ -19,9 +19,6 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde::{Deserialize, Serialize};
 use wisp_store::datastore::{INDEX_SLOTS, IndexKey, Kind, Record};
 use wisp_store::error::{Result, StoreError};
 
@@ -272,34 +269,6 @@ pub fn corrupt(kind: Kind, id: &str, e: ItemError) -> StoreError {
     StoreError::Internal(format!("corrupt DynamoDB item {kind} {id}: {e}"))
 }
 
-/// Opaque resume position in a query: the `(sk, id)` of the last record handed out.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QueryCursor {
-    pub s: String,
-    pub i: String,
-}
-
-/// Opaque resume position in a scan: the id of the last record handed out.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScanCursor {
-    pub i: String,
-}
-
-pub fn encode_cursor<T: Serialize>(cursor: &T) -> Result<String> {
-    let json = serde_json::to_vec(cursor)
-        .map_err(|e| StoreError::Internal(format!("encoding cursor: {e}")))?;
-    Ok(URL_SAFE_NO_PAD.encode(json))
-}
-
-pub fn decode_cursor<T: for<'de> Deserialize<'de>>(cursor: &str) -> Result<T> {
-    let json = URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| StoreError::InvalidCursor)?;
-    serde_json::from_slice(&json).map_err(|_| StoreError::InvalidCursor)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,18 +411,6 @@ mod fuzz {
             let _ = from_item(Kind::Application, item.clone());
             let _ = version_of(&item);
             let _ = is_live(&item, 0);
-        }
-
-        #[test]
-        fn any_cursor_decodes_or_errs(cursor in ".{0,200}") {
-            let _ = decode_cursor::<QueryCursor>(&cursor);
-            let _ = decode_cursor::<ScanCursor>(&cursor);
-        }
-
-        #[test]
-        fn encoded_json_cursors_of_any_shape_decode_or_err(json in ".{0,200}") {
-            let cursor = URL_SAFE_NO_PAD.encode(json.as_bytes());
-            let _ = decode_cursor::<QueryCursor>(&cursor);
         }
     }
 }

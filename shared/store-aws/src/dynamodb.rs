@@ -32,6 +32,7 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure};
+use wisp_store::cursor::{self, QueryCursor, ScanCursor};
 use wisp_store::datastore::{Datastore, INDEX_SLOTS, Kind, Page, Query, Record};
 use wisp_store::error::{Result, StoreError};
 
@@ -43,7 +44,7 @@ pub use table::{create_table, delete_table};
 use errors::map_sdk_err;
 use item::{
     EXPIRES_AT, GSI_NAMES, GSI_PK, GSI_SK, Item, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, PK,
-    QueryCursor, SEP, SK, ScanCursor, VERSION,
+    SEP, SK, VERSION,
 };
 use stats::{Counters, CountingInterceptor};
 
@@ -292,7 +293,7 @@ fn start_of(query: &Query, from: Option<&str>, to: Option<&str>) -> Result<Start
     let Some(cursor) = &query.after else {
         return Ok(Start::Beginning);
     };
-    let cursor: QueryCursor = item::decode_cursor(cursor)?;
+    let cursor: QueryCursor = cursor::decode(cursor)?;
     if cursor.s.contains(SEP) || !item::possible_id(&cursor.i) {
         return Err(StoreError::InvalidCursor);
     }
@@ -523,7 +524,7 @@ impl Datastore for DynamoDbDatastore {
                     )));
                 }
             };
-            let cursor = item::encode_cursor(&QueryCursor {
+            let cursor = cursor::encode(&QueryCursor {
                 s: sk,
                 i: record.id.clone(),
             })?;
@@ -535,7 +536,7 @@ impl Datastore for DynamoDbDatastore {
     async fn scan(&self, kind: Kind, after: Option<&str>, page_size: usize) -> Result<Page> {
         let page_size = check_page_size(page_size)?;
         let after = match after {
-            Some(cursor) => Some(item::decode_cursor::<ScanCursor>(cursor)?.i),
+            Some(cursor) => Some(cursor::decode::<ScanCursor>(cursor)?.i),
             None => None,
         };
         // Every id is > "": an empty cursor id is the beginning.
@@ -567,7 +568,7 @@ impl Datastore for DynamoDbDatastore {
         let mut records = Vec::with_capacity(items.len());
         for found in items {
             let record = item::from_item(kind, found)?;
-            let cursor = item::encode_cursor(&ScanCursor {
+            let cursor = cursor::encode(&ScanCursor {
                 i: record.id.clone(),
             })?;
             records.push((record, cursor));

@@ -21,11 +21,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params_from_iter};
-use serde::{Deserialize, Serialize};
+use wisp_store::cursor::{self, QueryCursor, ScanCursor};
 use wisp_store::datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Page, Query, Record};
 use wisp_store::error::{Result, StoreError};
 
@@ -391,34 +389,6 @@ fn live_version(conn: &Connection, kind: Kind, id: &str, now: i64) -> Result<Opt
     .map_err(map_err)
 }
 
-/// Opaque resume position in a query: the `(sk, id)` of the last record handed out.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct QueryCursor {
-    s: String,
-    i: String,
-}
-
-/// Opaque resume position in a scan: the id of the last record handed out.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScanCursor {
-    i: String,
-}
-
-fn encode_cursor<T: Serialize>(cursor: &T) -> Result<String> {
-    let json = serde_json::to_vec(cursor)
-        .map_err(|e| StoreError::Internal(format!("encoding cursor: {e}")))?;
-    Ok(URL_SAFE_NO_PAD.encode(json))
-}
-
-fn decode_cursor<T: for<'de> Deserialize<'de>>(cursor: &str) -> Result<T> {
-    let json = URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| StoreError::InvalidCursor)?;
-    serde_json::from_slice(&json).map_err(|_| StoreError::InvalidCursor)
-}
-
 fn check_page_size(page_size: usize) -> Result<usize> {
     if page_size == 0 {
         return Err(StoreError::InvalidArgument(
@@ -622,7 +592,7 @@ impl Datastore for SqliteDatastore {
         }
         let page_size = check_page_size(query.page_size)?;
         let after = match &query.after {
-            Some(cursor) => Some(decode_cursor::<QueryCursor>(cursor)?),
+            Some(cursor) => Some(cursor::decode::<QueryCursor>(cursor)?),
             None => None,
         };
 
@@ -652,7 +622,7 @@ impl Datastore for SqliteDatastore {
                     )));
                 }
             };
-            let cursor = encode_cursor(&QueryCursor {
+            let cursor = cursor::encode(&QueryCursor {
                 s: sk,
                 i: record.id.clone(),
             })?;
@@ -664,7 +634,7 @@ impl Datastore for SqliteDatastore {
     async fn scan(&self, kind: Kind, after: Option<&str>, page_size: usize) -> Result<Page> {
         let page_size = check_page_size(page_size)?;
         let after = match after {
-            Some(cursor) => Some(decode_cursor::<ScanCursor>(cursor)?.i),
+            Some(cursor) => Some(cursor::decode::<ScanCursor>(cursor)?.i),
             None => None,
         };
         let (sql, values) = scan_sql(kind, after, now_unix(), page_size);
@@ -683,7 +653,7 @@ impl Datastore for SqliteDatastore {
         let mut records = Vec::with_capacity(rows.len().min(page_size));
         for raw in rows.into_iter().take(page_size) {
             let record = raw.into_record()?;
-            let cursor = encode_cursor(&ScanCursor {
+            let cursor = cursor::encode(&ScanCursor {
                 i: record.id.clone(),
             })?;
             records.push((record, cursor));

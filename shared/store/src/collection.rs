@@ -3,15 +3,14 @@
 //! are empty on the last page.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, PoisonError};
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use prost::Message;
 
+use crate::cursor;
 use crate::datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Query, Record};
 use crate::error::{Result, StoreError};
+use crate::optimistic::{Attempt, optimistic_write};
 
 /// How a protobuf message is stored in the datastore.
 pub trait Entity: Message + Default + Clone + PartialEq + Send + Sync + 'static {
@@ -51,9 +50,6 @@ pub fn sort_ts(ts: i64) -> String {
 
 /// The one clock (`wisp_model::clock`), here for the crates built on the stores.
 pub use wisp_model::clock::now_unix;
-
-/// How many times an update retries after losing an optimistic-concurrency race.
-const MAX_UPDATE_ATTEMPTS: u32 = 64;
 
 /// A range read on one index, with an optional in-memory predicate.
 pub struct ListOptions<'a, E> {
@@ -165,20 +161,22 @@ impl<E: Entity> Collection<E> {
     /// must be a pure function of the entity it is given. Returns the stored entity.
     /// When `mutate` leaves the entity as it was, nothing is written (not even
     /// `updated_at`).
-    pub async fn update<F>(&self, project_id: &str, id: &str, mut mutate: F) -> Result<E>
+    pub async fn update<F>(&self, project_id: &str, id: &str, mutate: F) -> Result<E>
     where
         F: FnMut(&mut E) -> Result<()> + Send,
     {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
+        // Behind a lock only so that each attempt's future can hold it without borrowing
+        // the closure (see `optimistic_write`); attempts never overlap.
+        let mutate = std::sync::Mutex::new(mutate);
+        let mutate = &mutate;
+        optimistic_write(|| async move {
             let record = self.ds.get(E::KIND, id).await?;
             let mut entity = Self::decode(&record)?;
             if entity.project_id() != project_id {
                 return Err(StoreError::NotFound(format!("{} {id}", E::KIND)));
             }
             let before = entity.clone();
-            mutate(&mut entity)?;
+            (mutate.lock().unwrap_or_else(PoisonError::into_inner))(&mut entity)?;
             if entity == before
                 && record.indexes == entity.index_keys()
                 && record.expires_at == entity.expires_at()
@@ -187,28 +185,21 @@ impl<E: Entity> Collection<E> {
                 // labels from git, ...): no write, and `updated_at` stays. Index entries
                 // are compared too, so that a record stored under older index rules is
                 // still rewritten by its next update.
-                return Ok(entity);
+                return Ok(Attempt::Done(entity));
             }
             entity.touch(now_unix());
             entity.check().map_err(StoreError::InvalidArgument)?;
-            match self
+            let written = self
                 .ds
                 .put(
                     E::KIND,
                     Self::encode(&entity, record.version),
                     record.version,
                 )
-                .await
-            {
-                Ok(()) => return Ok(entity),
-                Err(StoreError::Conflict(_)) if attempt < MAX_UPDATE_ATTEMPTS => {
-                    // Jittered backoff so racing writers spread out.
-                    let jitter = rand::random::<u64>() % (1 + u64::from(attempt.min(10)) * 2);
-                    tokio::time::sleep(Duration::from_millis(jitter)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+                .await;
+            Ok(Attempt::Written(written.map(|()| entity)))
+        })
+        .await
     }
 
     /// Reads one index range, applying `filter`, paging until `limit` matches are found.
@@ -216,7 +207,7 @@ impl<E: Entity> Collection<E> {
         let mut after = if opts.cursor.is_empty() {
             None
         } else {
-            Some(decode_cursor(&opts.cursor)?)
+            Some(cursor::unwrap(&opts.cursor)?)
         };
         let want = if opts.limit == 0 {
             usize::MAX
@@ -255,7 +246,7 @@ impl<E: Entity> Collection<E> {
                     // One match beyond the limit exists: hand out a cursor.
                     return Ok(EntityPage {
                         items,
-                        cursor: last_cursor.map(|c| encode_cursor(&c)).unwrap_or_default(),
+                        cursor: last_cursor.map(|c| cursor::wrap(&c)).unwrap_or_default(),
                     });
                 }
                 items.push(entity);
@@ -285,17 +276,4 @@ impl<E: Entity> Collection<E> {
         opts.filter = filter;
         Ok(self.list(opts).await?.items)
     }
-}
-
-/// Cursors handed to clients wrap the backend's cursor so that neither is interpreted
-/// by the other.
-fn encode_cursor(backend: &str) -> String {
-    URL_SAFE_NO_PAD.encode(backend.as_bytes())
-}
-
-fn decode_cursor(cursor: &str) -> Result<String> {
-    let bytes = URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| StoreError::InvalidCursor)?;
-    String::from_utf8(bytes).map_err(|_| StoreError::InvalidCursor)
 }

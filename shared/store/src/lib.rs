@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod collection;
 pub mod content;
+pub mod cursor;
 // A test suite for the backends' tests: it asserts by panicking.
 #[cfg(feature = "conformance")]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -15,6 +16,7 @@ pub mod filestore;
 pub mod memory_cache;
 pub mod metered;
 pub mod migrate;
+mod optimistic;
 pub mod projects;
 
 // Domain stores built on the traits.

@@ -17,7 +17,8 @@ use wisp_proto::model::{
 
 use crate::error::{Result, StoreError};
 use crate::filestore::{Filestore, PutCondition};
-use crate::support::{MAX_WRITE_ATTEMPTS, backoff, check_segment, from_json, to_json};
+use crate::optimistic::{Attempt, optimistic_write};
+use crate::support::{check_segment, from_json, to_json};
 
 pub fn live_state_path(application_id: &str) -> String {
     format!("application-live-state/{application_id}.json")
@@ -85,15 +86,13 @@ impl LiveStateStore {
         if events.is_empty() {
             return Ok(());
         }
-        let path = live_state_path(app_id);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let object = match self.filestore.get(&path).await {
+        let path = &live_state_path(app_id);
+        optimistic_write(|| async move {
+            let object = match self.filestore.get(path).await {
                 Ok(object) => object,
                 Err(StoreError::NotFound(_)) => {
                     tracing::debug!(app_id, "no live state snapshot to patch; events ignored");
-                    return Ok(());
+                    return Ok(Attempt::Done(()));
                 }
                 Err(e) => return Err(e),
             };
@@ -102,24 +101,17 @@ impl LiveStateStore {
             let before = snapshot.clone();
             apply_kubernetes_events(&mut snapshot, events);
             if snapshot == before {
-                return Ok(());
+                return Ok(Attempt::Done(()));
             }
             let data = to_json("live state snapshot", &snapshot)?;
-            match self
+            // Deleted meanwhile (NotFound): the next read decides.
+            let written = self
                 .filestore
-                .put(&path, data.clone(), PutCondition::Matches(object.etag))
-                .await
-            {
-                Ok(_) => return Ok(()),
-                // NotFound: deleted meanwhile; the next read decides.
-                Err(StoreError::Conflict(_) | StoreError::NotFound(_))
-                    if attempt < MAX_WRITE_ATTEMPTS =>
-                {
-                    backoff(attempt).await
-                }
-                Err(e) => return Err(e),
-            }
-        }
+                .put(path, data, PutCondition::Matches(object.etag))
+                .await;
+            Ok(Attempt::Written(written.map(|_| ())))
+        })
+        .await
     }
 
     /// ReportApplicationLiveStateEvents: groups `events` by application and patches each

@@ -40,7 +40,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use serde::{Deserialize, Serialize};
@@ -50,6 +50,7 @@ use crate::content::same_record;
 use crate::datastore::{Datastore, Kind, Record};
 use crate::error::StoreError;
 use crate::filestore::{Filestore, ObjectAttrs, PutCondition};
+use crate::optimistic::{Attempt, optimistic_write};
 
 /// The version of the checkpoint format written by this code.
 pub const CHECKPOINT_FORMAT: u32 = 1;
@@ -61,10 +62,6 @@ pub const FILES_TALLY: &str = "files";
 /// both counts: a backend hides a record once it has expired, and one that expires
 /// between the two scans would otherwise make the counts differ.
 pub const VERIFY_EXPIRY_MARGIN_SECS: i64 = 300;
-
-/// How many times one record or object is retried after losing a race with another
-/// writer of the destination.
-const MAX_ATTEMPTS: u32 = 8;
 
 /// One side of a migration: a datastore and a filestore.
 #[derive(Clone, Copy)]
@@ -712,31 +709,28 @@ async fn copy_record(
             Err(e) => Err(store_err(what())(e)),
         };
     }
-    for _ in 0..MAX_ATTEMPTS {
+    // Created first: on a fresh destination that is the only call.
+    let record = &record;
+    optimistic_write(|| async move {
         match to.create(kind, record.clone()).await {
-            Ok(()) => return Ok(Outcome::Copied),
+            Ok(()) => return Ok(Attempt::Written(Ok(Outcome::Copied))),
             Err(StoreError::AlreadyExists(_)) => {}
-            Err(e) => return Err(store_err(what())(e)),
+            Err(e) => return Err(e),
         }
         let current = match to.get(kind, &record.id).await {
             Ok(current) => current,
-            // Deleted (or expired) since: create it again.
-            Err(StoreError::NotFound(_)) => continue,
-            Err(e) => return Err(store_err(what())(e)),
+            // Deleted (or expired) since: a lost race, to create it again.
+            Err(e @ StoreError::NotFound(_)) => return Ok(Attempt::Written(Err(e))),
+            Err(e) => return Err(e),
         };
-        if same_record(kind, &current, &record) {
-            return Ok(Outcome::Unchanged);
+        if same_record(kind, &current, record) {
+            return Ok(Attempt::Done(Outcome::Unchanged));
         }
-        match to.put(kind, record.clone(), current.version).await {
-            Ok(()) => return Ok(Outcome::Updated),
-            // Someone else wrote it between our read and our write: look again.
-            Err(StoreError::Conflict(_) | StoreError::NotFound(_)) => continue,
-            Err(e) => return Err(store_err(what())(e)),
-        }
-    }
-    Err(store_err(what())(StoreError::Conflict(format!(
-        "the destination's record kept changing ({MAX_ATTEMPTS} attempts)"
-    ))))
+        let written = to.put(kind, record.clone(), current.version).await;
+        Ok(Attempt::Written(written.map(|()| Outcome::Updated)))
+    })
+    .await
+    .map_err(store_err(what()))
 }
 
 /// Copies every object, after the checkpoint's last file if any.
@@ -796,52 +790,60 @@ async fn copy_object(
 ) -> Result<Outcome, MigrateError> {
     let path = attrs.path;
     let what = || format!("copy object {path}");
-    let mut source_data: Option<Vec<u8>> = None;
-    for _ in 0..MAX_ATTEMPTS {
-        let current = match to.get(&path).await {
+    // Read from the source once, by the first attempt that needs it (behind a lock only so
+    // that each attempt's future can use it; attempts never overlap).
+    let source_data: Mutex<Option<Vec<u8>>> = Mutex::new(None);
+    let (path, etag, source_data) = (&path, &attrs.etag, &source_data);
+    // An attempt's answer is itself a result: a failed read of the source is an error
+    // of its own, not the destination's.
+    let copied = optimistic_write(|| async move {
+        let current = match to.get(path).await {
             Ok(current) => Some(current),
             Err(StoreError::NotFound(_)) => None,
-            Err(e) => return Err(store_err(what())(e)),
+            Err(e) => return Err(e),
         };
         // Same etag from the same kind of backend: same content, no need to read it.
         if let Some(current) = &current
-            && !attrs.etag.is_empty()
-            && current.etag == attrs.etag
+            && !etag.is_empty()
+            && current.etag == *etag
         {
-            return Ok(Outcome::Unchanged);
+            return Ok(Attempt::Done(Ok(Outcome::Unchanged)));
         }
-        let data = match &source_data {
-            Some(data) => data.clone(),
-            None => match from.get(&path).await {
+        let known = source_data
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let data = match known {
+            Some(data) => data,
+            None => match from.get(path).await {
                 Ok(object) => {
-                    source_data = Some(object.data.clone());
+                    *source_data.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(object.data.clone());
                     object.data
                 }
                 // Deleted from the source since it was listed: nothing to copy.
-                Err(StoreError::NotFound(_)) => return Ok(Outcome::Unchanged),
-                Err(e) => return Err(store_err(format!("read object {path}"))(e)),
+                Err(StoreError::NotFound(_)) => return Ok(Attempt::Done(Ok(Outcome::Unchanged))),
+                Err(e) => {
+                    let read = store_err(format!("read object {path}"))(e);
+                    return Ok(Attempt::Done(Err(read)));
+                }
             },
         };
         let (condition, outcome) = match current {
             None => (PutCondition::Absent, Outcome::Copied),
-            Some(current) if current.data == data => return Ok(Outcome::Unchanged),
+            Some(current) if current.data == data => {
+                return Ok(Attempt::Done(Ok(Outcome::Unchanged)));
+            }
             Some(current) => (PutCondition::Matches(current.etag), Outcome::Updated),
         };
         if dry_run {
-            return Ok(outcome);
+            return Ok(Attempt::Done(Ok(outcome)));
         }
-        match to.put(&path, data, condition).await {
-            Ok(_) => return Ok(outcome),
-            // Someone else wrote it meanwhile: look again.
-            Err(
-                StoreError::AlreadyExists(_) | StoreError::Conflict(_) | StoreError::NotFound(_),
-            ) => continue,
-            Err(e) => return Err(store_err(what())(e)),
-        }
-    }
-    Err(store_err(what())(StoreError::Conflict(format!(
-        "the destination's object kept changing ({MAX_ATTEMPTS} attempts)"
-    ))))
+        let written = to.put(path, data, condition).await;
+        Ok(Attempt::Written(written.map(|_| Ok(outcome))))
+    })
+    .await;
+    copied.map_err(store_err(what()))?
 }
 
 /// Live records of `kind`; with `cutoff`, only those that outlive it.

@@ -17,9 +17,8 @@ use crate::cache::Cache;
 use crate::collection::now_unix;
 use crate::datastore::{Datastore, Kind, Record};
 use crate::error::{Result, StoreError};
-use crate::support::{
-    MAX_WRITE_ATTEMPTS, backoff, cache_hash_get, cache_hash_set, from_json, to_json,
-};
+use crate::optimistic::{Attempt, optimistic_write};
+use crate::support::{cache_hash_get, cache_hash_set, from_json, to_json};
 
 /// A piped is online while its last report is younger than this (upstream's
 /// `PipedStatsRetention`).
@@ -188,20 +187,23 @@ impl PipedStatStore {
             indexes: Default::default(),
             expires_at: Some(timestamp.saturating_add(PIPED_STAT_EXPIRY_SECS)),
         };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let result = match self.datastore.get(Kind::PipedStat, piped_id).await {
+        // Whether the cache is to take the stat: not if a newer one is stored.
+        let (stat_ref, record) = (&stat, &record);
+        let newest = optimistic_write(|| async move {
+            let stat = stat_ref;
+            let written = match self.datastore.get(Kind::PipedStat, piped_id).await {
                 Ok(existing) => {
                     match decode_record(&existing) {
-                        Ok(stored) if stored.timestamp > timestamp => return Ok(()),
+                        Ok(stored) if stored.timestamp > timestamp => {
+                            return Ok(Attempt::Done(false));
+                        }
                         Ok(stored)
                             if stored.metrics == stat.metrics
                                 && timestamp - stored.timestamp
                                     < PIPED_STAT_MIN_WRITE_INTERVAL_SECS =>
                         {
                             // The stored stat is recent enough; only the cache moves on.
-                            break;
+                            return Ok(Attempt::Done(true));
                         }
                         Ok(_) => {}
                         Err(e) => {
@@ -217,15 +219,11 @@ impl PipedStatStore {
                 }
                 Err(e) => return Err(e),
             };
-            match result {
-                Ok(()) => break,
-                Err(
-                    StoreError::Conflict(_)
-                    | StoreError::AlreadyExists(_)
-                    | StoreError::NotFound(_),
-                ) if attempt < MAX_WRITE_ATTEMPTS => backoff(attempt).await,
-                Err(e) => return Err(e),
-            }
+            Ok(Attempt::Written(written.map(|()| true)))
+        })
+        .await?;
+        if !newest {
+            return Ok(());
         }
         match encode_cached(&stat) {
             Ok(value) => {

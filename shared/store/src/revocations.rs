@@ -35,7 +35,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StoreError};
 use crate::filestore::{Filestore, PutCondition};
-use crate::support::{MAX_WRITE_ATTEMPTS, backoff, from_json, to_json};
+use crate::optimistic::{Attempt, optimistic_write};
+use crate::support::{from_json, to_json};
 
 /// Where the revocations live in the filestore.
 pub const REVOCATIONS_PATH: &str = "revocations.json";
@@ -200,9 +201,8 @@ impl Revocations {
     }
 
     async fn write(&self, key: &str, entry: Entry) -> Result<()> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
+        // Created or removed since the read (AlreadyExists, NotFound): read it again.
+        optimistic_write(|| async move {
             let (mut doc, condition) = match self.filestore.get(REVOCATIONS_PATH).await {
                 // A corrupt document is not overwritten: that would erase what it holds.
                 Ok(object) => (
@@ -216,25 +216,17 @@ impl Revocations {
             doc.entries.retain(|_, e| e.until >= now);
             doc.entries.insert(key.to_string(), entry);
             let data = to_json("revocations", &doc)?;
-            match self.filestore.put(REVOCATIONS_PATH, data, condition).await {
-                Ok(_) => {
-                    self.with_local(|l| {
-                        for (k, e) in &doc.entries {
-                            l.entries.insert(k.clone(), *e);
-                        }
-                    });
-                    return Ok(());
-                }
-                Err(StoreError::Conflict(_) | StoreError::AlreadyExists(_))
-                    if attempt < MAX_WRITE_ATTEMPTS =>
-                {
-                    backoff(attempt).await
-                }
-                // Created or removed meanwhile: read it again.
-                Err(StoreError::NotFound(_)) if attempt < MAX_WRITE_ATTEMPTS => {}
-                Err(e) => return Err(e),
+            let written = self.filestore.put(REVOCATIONS_PATH, data, condition).await;
+            if written.is_ok() {
+                self.with_local(|l| {
+                    for (k, e) in &doc.entries {
+                        l.entries.insert(k.clone(), *e);
+                    }
+                });
             }
-        }
+            Ok(Attempt::Written(written.map(|_| ())))
+        })
+        .await
     }
 
     /// Whether `what` was revoked after `since_ms` (unix milliseconds, less the clock

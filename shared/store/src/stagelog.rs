@@ -24,9 +24,8 @@ use wisp_proto::model::LogBlock;
 use crate::cache::Cache;
 use crate::error::{Result, StoreError};
 use crate::filestore::{Filestore, PutCondition};
-use crate::support::{
-    CACHE_TTL, MAX_WRITE_ATTEMPTS, backoff, cache_get, cache_put, check_segment, from_json, to_json,
-};
+use crate::optimistic::{Attempt, optimistic_write};
+use crate::support::{CACHE_TTL, cache_get, cache_put, check_segment, from_json, to_json};
 
 /// The last line of a completed log file.
 pub const EOL: &str = "EOL";
@@ -317,52 +316,47 @@ impl StageLogStore {
         // First try with the cached state (it carries the etag it was stored as); a
         // stale one only costs a failed conditional put.
         let mut known = self.cached(&key).await.filter(|(_, etag)| !etag.is_empty());
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let (prev, etag) = match known.take() {
-                Some((log, etag)) => (log, Some(etag)),
-                None => match self.read_file(&path).await? {
+        let (path, key) = (&path, &key);
+        optimistic_write(|| {
+            let known = known.take();
+            async move {
+                let (prev, etag) = match known {
                     Some((log, etag)) => (log, Some(etag)),
-                    None => (StageLog::default(), None),
-                },
-            };
-            if prev.completed {
-                return Err(StoreError::FailedPrecondition(format!(
-                    "stage log {path} was already completed"
-                )));
-            }
-            let news = new_blocks(&prev.blocks, blocks);
-            let merged = add_within_cap(&prev.blocks, news, self.max_bytes);
-            if merged.len() == prev.blocks.len() && !complete {
-                // Nothing new (every block already stored, or the log was cut).
-                return Ok(());
-            }
-            let next = StageLog {
-                blocks: merged,
-                completed: complete,
-            };
-            let condition = match &etag {
-                Some(etag) => PutCondition::Matches(etag.clone()),
-                None => PutCondition::Absent,
-            };
-            match self
-                .filestore
-                .put(&path, encode_stage_log(&next)?, condition)
-                .await
-            {
-                Ok(new_etag) => {
-                    self.store_cache(&key, &next, &new_etag).await;
-                    return Ok(());
+                    None => match self.read_file(path).await? {
+                        Some((log, etag)) => (log, Some(etag)),
+                        None => (StageLog::default(), None),
+                    },
+                };
+                if prev.completed {
+                    return Err(StoreError::FailedPrecondition(format!(
+                        "stage log {path} was already completed"
+                    )));
                 }
-                Err(
-                    StoreError::Conflict(_)
-                    | StoreError::AlreadyExists(_)
-                    | StoreError::NotFound(_),
-                ) if attempt < MAX_WRITE_ATTEMPTS => backoff(attempt).await,
-                Err(e) => return Err(e),
+                let news = new_blocks(&prev.blocks, blocks);
+                let merged = add_within_cap(&prev.blocks, news, self.max_bytes);
+                if merged.len() == prev.blocks.len() && !complete {
+                    // Nothing new (every block already stored, or the log was cut).
+                    return Ok(Attempt::Done(()));
+                }
+                let next = StageLog {
+                    blocks: merged,
+                    completed: complete,
+                };
+                let condition = match &etag {
+                    Some(etag) => PutCondition::Matches(etag.clone()),
+                    None => PutCondition::Absent,
+                };
+                let written = self
+                    .filestore
+                    .put(path, encode_stage_log(&next)?, condition)
+                    .await;
+                if let Ok(new_etag) = &written {
+                    self.store_cache(key, &next, new_etag).await;
+                }
+                Ok(Attempt::Written(written.map(|_| ())))
             }
-        }
+        })
+        .await
     }
 
     /// The file's content and etag; `None` when absent.

@@ -12,9 +12,6 @@ use crate::error::{Result, StoreError};
 /// How long the TTL caches keep an entry (upstream's `spec.cache.ttl` default).
 pub const CACHE_TTL: Duration = Duration::from_secs(5 * 60);
 
-/// How many times a conditional write retries after losing a race.
-pub(crate) const MAX_WRITE_ATTEMPTS: u32 = 64;
-
 /// Refuses a value that would not stay one path segment under its prefix: empty, `.`,
 /// or containing `..`, `/`, `\` or NUL.
 /// `part` with `%` and `sep` percent-escaped, so that parts joined with `sep` split back
@@ -57,12 +54,6 @@ pub(crate) fn to_json<T: Serialize>(what: &str, value: &T) -> Result<Vec<u8>> {
 
 pub(crate) fn from_json<T: DeserializeOwned>(what: &str, data: &[u8]) -> Result<T> {
     serde_json::from_slice(data).map_err(|e| StoreError::Internal(format!("corrupt {what}: {e}")))
-}
-
-/// Jittered pause before retrying a lost race, growing a little with the attempt.
-pub(crate) async fn backoff(attempt: u32) {
-    let jitter = rand::random::<u64>() % (1 + u64::from(attempt.min(10)) * 2);
-    tokio::time::sleep(Duration::from_millis(jitter)).await;
 }
 
 /// `None` on a miss and on any cache error (logged).

@@ -12,7 +12,7 @@ use wisp_proto::model::ApplicationInfo;
 
 use crate::datastore::{Datastore, IndexKey, Kind, Query, Record};
 use crate::error::{Result, StoreError};
-use crate::support::{MAX_WRITE_ATTEMPTS, backoff};
+use crate::optimistic::{Attempt, optimistic_write};
 
 /// Index slot holding (project, piped).
 pub const UNREGISTERED_BY_PROJECT: usize = 0;
@@ -67,15 +67,14 @@ impl UnregisteredAppStore {
             indexes: [Some(IndexKey::new(project_id, piped_id)), None, None],
             expires_at: None,
         };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let result = match self.datastore.get(Kind::UnregisteredApps, &id).await {
+        let (id, value, record) = (&id, &value, &record);
+        optimistic_write(|| async move {
+            let written = match self.datastore.get(Kind::UnregisteredApps, id).await {
                 Ok(existing) => {
                     let unchanged = UnregisteredApps::decode(existing.data.as_slice())
-                        .is_ok_and(|stored| stored == value);
+                        .is_ok_and(|stored| stored == *value);
                     if unchanged {
-                        return Ok(());
+                        return Ok(Attempt::Done(()));
                     }
                     self.datastore
                         .put(
@@ -92,16 +91,9 @@ impl UnregisteredAppStore {
                 }
                 Err(e) => return Err(e),
             };
-            match result {
-                Ok(()) => return Ok(()),
-                Err(
-                    StoreError::Conflict(_)
-                    | StoreError::AlreadyExists(_)
-                    | StoreError::NotFound(_),
-                ) if attempt < MAX_WRITE_ATTEMPTS => backoff(attempt).await,
-                Err(e) => return Err(e),
-            }
-        }
+            Ok(Attempt::Written(written))
+        })
+        .await
     }
 
     /// Everything the project's pipeds reported, sorted by path.

@@ -466,12 +466,13 @@ fn unauthenticated_connections_make_room(addr: std::net::SocketAddr) {
     assert!(closed, "no unauthenticated connection was closed");
 }
 
-/// At `--max-connections` with every connection authenticated, the server stops
-/// accepting: a further client waits (in the kernel's backlog) until one closes, then is
-/// served.
-fn connection_cap_holds(addr: std::net::SocketAddr, piped: &support::Piped) {
-    let held: Vec<TcpStream> = (0..2)
-        .map(|_| {
+/// At `--max-connections` with every connection authenticated, each by a caller within
+/// its share (here one piped each), the server stops accepting: a further client waits
+/// (in the kernel's backlog) until one closes, then is served.
+fn connection_cap_holds(addr: std::net::SocketAddr, pipeds: [&support::Piped; 2]) {
+    let held: Vec<TcpStream> = pipeds
+        .into_iter()
+        .map(|piped| {
             let mut conn = TcpStream::connect(addr).expect("connect");
             let stat = frame(false, &field(1, b"up 1\n"));
             let head = format!(
@@ -516,9 +517,12 @@ fn connection_cap_holds(addr: std::net::SocketAddr, piped: &support::Piped) {
 #[test]
 fn serve_caps_open_connections() {
     let wisp = Wisp::start_with_serve_args(&["--max-connections".into(), "2".into()]);
-    let piped = wisp.add_piped(QUICKSTART, "cap");
+    let (one, two) = (
+        wisp.add_piped(QUICKSTART, "cap-1"),
+        wisp.add_piped(QUICKSTART, "cap-2"),
+    );
     unauthenticated_connections_make_room(wisp.addr());
-    connection_cap_holds(wisp.addr(), &piped);
+    connection_cap_holds(wisp.addr(), [&one, &two]);
 }
 
 #[test]

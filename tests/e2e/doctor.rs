@@ -4,11 +4,11 @@
 //! deployment, and each injected fault is named with its fix and fails the exit status: a
 //! certificate for another name, a missing listener rule.
 //!
-//! Not injected here: a function without one of its IAM grants. moto enforces no IAM
-//! policy in this suite yet (the functions run with credentials that may do anything), so
-//! a missing `s3:PutObject` cannot be made to fail; the revocation check that would see it
-//! (a disabled API key must be refused at once by the other function) runs in the healthy
-//! case.
+//! A function without one of its IAM grants: the functions run on the IAM-enforcing
+//! moto_server with the grants derived from infra/terraform/iam.tf
+//! (tests/e2e/support/iam.rs), web-api's `s3:PutObject` on the revocations object taken
+//! away; doctor's revocation check, given an admin's session, must fail naming the grant
+//! and the files that give it.
 //!
 //! tests/fixtures/doctor: a test CA and two server certificates it signed (P-256, 100
 //! years), for `localhost` and for `other.example.com`, made with `openssl req -x509` and
@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::support::iam::{Flavour, IamStack};
 use crate::support::{self, Wisp, web};
 
 fn fixture(name: &str) -> PathBuf {
@@ -235,5 +236,59 @@ async fn doctor_passes_a_healthy_deployment_and_names_each_fault() {
     assert_eq!(
         check(&report, "route /grpc.service.pipedservice.PipedService")["outcome"],
         "ok"
+    );
+}
+
+/// A function without one of its grants: web-api may not write the revocations object,
+/// so the throwaway API key doctor disables is not refused by the api function. Doctor
+/// names the missing grant and where it is given; the routes still pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn doctor_names_a_missing_grant() {
+    let Some(stack) = IamStack::start(
+        "doctor_names_a_missing_grant",
+        Flavour::Terraform,
+        |derived| derived.remove_grant("web-api", "s3:PutObject", "revocations.json"),
+    ) else {
+        return;
+    };
+    let wisp = &stack.wisp;
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let login = wisp
+        .login_static(support::QUICKSTART, &username, &password)
+        .await;
+    let session =
+        web::cookie_value(web::set_cookie(&login, "token").expect("a session cookie")).to_string();
+    let port = tls_front(wisp.addr(), "localhost").await;
+    let (code, report, stderr) = doctor(
+        &format!("https://localhost:{port}"),
+        &["--session", &session, "--project", support::QUICKSTART],
+    )
+    .await;
+    assert_ne!(code, 0, "{report:#}\n{stderr}");
+    let revocation = check(&report, "revocation");
+    assert_eq!(revocation["outcome"], "failed", "{report:#}");
+    let fix = revocation["fix"].as_str().unwrap_or_default();
+    assert!(
+        fix.contains("s3:PutObject") && fix.contains("revocations.json") && fix.contains("iam.tf"),
+        "the fix names the grant and the IaC file: {report:#}"
+    );
+    for name in [
+        "dns",
+        "tls",
+        "route /grpc.service.pipedservice.PipedService",
+        "route /grpc.service.apiservice.APIService",
+        "route /grpc.service.webservice.WebService",
+    ] {
+        assert_eq!(check(&report, name)["outcome"], "ok", "{name}: {report:#}");
+    }
+    // The refusal doctor saw is moto's, of that grant.
+    assert!(
+        stack
+            .access_denied()
+            .iter()
+            .any(|d| d.starts_with("web-api: s3:PutObject") && d.contains("revocations.json")),
+        "{:?}",
+        stack.access_denied()
     );
 }

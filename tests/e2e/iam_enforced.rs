@@ -6,9 +6,12 @@
 //! (console and pipectl), disabling an API key, deleting old piped keys, console login
 //! and logout through the `http` and `web-api` functions (gRPC-web and HTTP, as the
 //! console's page sends them; no browser), every scheduled job through `jobs`, and
-//! `wisp migrate` into the AWS stores as the operator. No function may be refused a
-//! call, and a revoked credential or session must be refused by another function within
-//! the documented bound. A third test takes one grant away and sees the harness fail.
+//! `wisp migrate` and `wisp import pipecd` into the AWS stores as the
+//! operator (the IaC names no role for either: an administrator runs them), the imported
+//! piped, API key, admin, applications, deployments, stage log and live state then served
+//! by the functions under their own grants. No function may be refused a call, and a
+//! revoked credential or session must be refused by another function within the
+//! documented bound. A third test takes one grant away and sees the harness fail.
 //!
 //! Needs `scripts/moto.sh start-iam` (scripts/test starts it on its own port and sets
 //! WISP_TEST_MOTO_IAM_ENDPOINT and WISP_TEST_MOTO_IAM_OPERATOR), Terraform with the
@@ -21,9 +24,11 @@ use std::time::{Duration, Instant};
 
 use tonic::Code;
 use wisp_proto::apiservice as api;
+use wisp_proto::pipedservice as ps;
 use wisp_proto::pipedservice::ListUnhandledCommandsRequest;
 use wisp_proto::webservice as web;
 
+use crate::import_pipecd as upstream;
 use support::api::{registered_events_flow, setup_on, sync_application_flow};
 use support::aws::AwsBackend;
 use support::iam::{Flavour, IamStack};
@@ -283,6 +288,151 @@ fn migrate(stack: &IamStack) {
     );
 }
 
+/// `wisp import pipecd` from an upstream control plane (tests/e2e/import_pipecd.rs's
+/// MySQL rows and filestore) into the deployment's own stores, as the operator (the IaC
+/// gives no role to it: an administrator runs it); then the functions under their own
+/// grants serve what was imported: the piped's old key through `wisp bridge`
+/// (piped-api), the API key (api), the project's admin and its applications,
+/// deployments, stage log and live state in the console (http, web-api).
+async fn import_pipecd(stack: &IamStack) {
+    let Some(url) = std::env::var(upstream::MYSQL_VAR)
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        support::aws::skip::<()>(
+            "iam_enforced import",
+            &format!("{} is not set", upstream::MYSQL_VAR),
+        );
+        return;
+    };
+    let wisp = &stack.wisp;
+    let work = tempfile::tempdir().expect("tempdir");
+    let database = upstream::seed_mysql(&url).await;
+    let files = work.path().join("bucket");
+    upstream::seed_filestore(&files);
+    let from = upstream::upstream_config(work.path(), &url, &database, &files);
+    let backend = wisp.aws().expect("AWS stores");
+    let out = support::run_cli_with(
+        work.path(),
+        &[
+            "import",
+            "pipecd",
+            "--from",
+            from.to_str().expect("utf-8"),
+            "--json",
+        ],
+        &backend.store_args(),
+        &backend.env(),
+    );
+    assert_eq!(
+        out.code, 0,
+        "wisp import pipecd (as the operator) failed: {out:?}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON report");
+    assert_eq!(report["counts_match"], true, "{report}");
+    assert_eq!(report["objects"]["destination"], 3, "{report}");
+
+    // The piped keeps its id and key, through wisp bridge (piped-api).
+    let piped = support::Piped {
+        project: upstream::PROJECT.into(),
+        id: upstream::PIPED_ID.into(),
+        key: upstream::PIPED_KEY.into(),
+    };
+    let mut client = wisp.piped_client(Via::Bridge, &piped).await;
+    let apps = ok(client
+        .list_applications(ps::ListApplicationsRequest {})
+        .await);
+    assert_eq!(
+        apps.applications
+            .iter()
+            .map(|a| a.id.as_str())
+            .collect::<Vec<_>>(),
+        [upstream::APP_ID]
+    );
+    let running = ok(client
+        .list_not_completed_deployments(ps::ListNotCompletedDeploymentsRequest::default())
+        .await);
+    assert_eq!(
+        running
+            .deployments
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>(),
+        [upstream::DEPLOYMENT_ID]
+    );
+
+    // pipectl's API key (api).
+    let mut pipectl = wisp
+        .api_client(Via::Bridge, Some(&format!("API-KEY {}", upstream::API_KEY)))
+        .await;
+    let listed = ok(pipectl
+        .list_applications(api::ListApplicationsRequest::default())
+        .await);
+    assert_eq!(listed.applications.len(), 1, "{listed:?}");
+    let deployments = ok(pipectl
+        .list_deployments(api::ListDeploymentsRequest::default())
+        .await);
+    assert_eq!(deployments.deployments.len(), 1, "{deployments:?}");
+
+    // The console (http, web-api): the imported admin, the lists, the stage log and the
+    // live state read from the imported objects.
+    let login = wisp
+        .login_static(upstream::PROJECT, "admin", upstream::ADMIN_PASSWORD)
+        .await;
+    let token = cookie_value(
+        set_cookie(&login, "token")
+            .unwrap_or_else(|| panic!("no session for the imported admin: {login:?}")),
+    )
+    .to_string();
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    let apps = ok(console
+        .list_applications(web::ListApplicationsRequest::default())
+        .await);
+    assert_eq!(
+        apps.applications
+            .iter()
+            .map(|a| a.id.as_str())
+            .collect::<Vec<_>>(),
+        [upstream::APP_ID]
+    );
+    let deployments = ok(console
+        .list_deployments(web::ListDeploymentsRequest::default())
+        .await);
+    assert_eq!(
+        deployments
+            .deployments
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>(),
+        [upstream::DEPLOYMENT_ID]
+    );
+    let log = ok(console
+        .get_stage_log(web::GetStageLogRequest {
+            deployment_id: upstream::DEPLOYMENT_ID.into(),
+            stage_id: upstream::STAGE_ID.into(),
+            retried_count: 0,
+            offset_index: 0,
+        })
+        .await);
+    assert_eq!(
+        log.blocks
+            .iter()
+            .map(|b| b.log.as_str())
+            .collect::<Vec<_>>(),
+        ["Applying 3 manifests", "deployment.apps/web configured"]
+    );
+    let live = ok(console
+        .get_application_live_state(web::GetApplicationLiveStateRequest {
+            application_id: upstream::APP_ID.into(),
+        })
+        .await);
+    assert_eq!(
+        live.snapshot.map(|s| s.application_id).as_deref(),
+        Some(upstream::APP_ID)
+    );
+    stack.assert_no_access_denied("the imported data");
+}
+
 /// Every scenario on one stack, then what the calls tell about the grants.
 async fn every_scenario(flavour: Flavour, test: &str) {
     let Some(stack) = IamStack::start(test, flavour, |_| {}) else {
@@ -293,6 +443,7 @@ async fn every_scenario(flavour: Flavour, test: &str) {
     jobs(&stack);
     revocations(&stack).await;
     migrate(&stack);
+    import_pipecd(&stack).await;
     let IamStack {
         wisp,
         derived,

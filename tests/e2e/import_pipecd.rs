@@ -2,7 +2,9 @@
 //! started by `scripts/mariadb.sh`, upstream's tables, rows written as upstream writes
 //! them) and its filestore (a directory in upstream's layout) are copied into Wisp's
 //! stores; the imported piped then authenticates with its old key, the imported API key
-//! works with APIService, and the stage log reads back on the console's API.
+//! works with APIService, and the stage log reads back on the console's API. The
+//! fixtures are shared with tests/e2e/iam_enforced.rs (the same import into the AWS
+//! stores, served by the functions under their own grants).
 
 use crate::support;
 
@@ -12,16 +14,16 @@ use mysql_async::prelude::Queryable;
 use support::{Via, Wisp};
 use wisp_proto::{apiservice as api, pipedservice as ps, webservice as ws};
 
-const MYSQL_VAR: &str = "WISP_TEST_MYSQL_URL";
-const PROJECT: &str = "acme";
-const PIPED_ID: &str = "0b9c6f0e-3a57-4c1e-9d51-7f6c2a1e4b10";
-const PIPED_KEY: &str = "upstream-piped-key-2c0f8a7d9e";
-const APP_ID: &str = "5e1f8d2c-7b4a-4f6e-8a3d-1c9b0e2f4a67";
-const DEPLOYMENT_ID: &str = "a7c3e9f1-2d4b-4e8a-9f6c-3b1d5e7a9c20";
-const STAGE_ID: &str = "stage-0";
+pub(crate) const MYSQL_VAR: &str = "WISP_TEST_MYSQL_URL";
+pub(crate) const PROJECT: &str = "acme";
+pub(crate) const PIPED_ID: &str = "0b9c6f0e-3a57-4c1e-9d51-7f6c2a1e4b10";
+pub(crate) const PIPED_KEY: &str = "upstream-piped-key-2c0f8a7d9e";
+pub(crate) const APP_ID: &str = "5e1f8d2c-7b4a-4f6e-8a3d-1c9b0e2f4a67";
+pub(crate) const DEPLOYMENT_ID: &str = "a7c3e9f1-2d4b-4e8a-9f6c-3b1d5e7a9c20";
+pub(crate) const STAGE_ID: &str = "stage-0";
 const API_KEY_ID: &str = "e4d2b6a8-1c3f-4a5e-b7d9-0f2e4c6a8b13";
-const API_KEY: &str = "e4d2b6a8-1c3f-4a5e-b7d9-0f2e4c6a8b13.k3yfr0mupstr3am";
-const ADMIN_PASSWORD: &str = "upstream-admin-password";
+pub(crate) const API_KEY: &str = "e4d2b6a8-1c3f-4a5e-b7d9-0f2e4c6a8b13.k3yfr0mupstr3am";
+pub(crate) const ADMIN_PASSWORD: &str = "upstream-admin-password";
 /// The kinds [`upstream_rows`] holds one row of each.
 const IMPORTED_KINDS: [&str; 7] = [
     "Project",
@@ -128,7 +130,7 @@ fn upstream_rows() -> Vec<(&'static str, String, String)> {
 
 /// Upstream's filestore layout: the stage's log (JSON lines, not completed), the
 /// application's live state and a command's output.
-fn seed_filestore(dir: &Path) {
+pub(crate) fn seed_filestore(dir: &Path) {
     let write = |path: &str, body: &str| {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
@@ -152,7 +154,7 @@ fn seed_filestore(dir: &Path) {
 }
 
 /// A fresh database holding upstream's tables and rows; its name.
-async fn seed_mysql(url: &str) -> String {
+pub(crate) async fn seed_mysql(url: &str) -> String {
     let database = format!("pipecd_{}", uuid::Uuid::new_v4().simple());
     let opts = mysql_async::Opts::from_url(url).expect("a mysql:// URL");
     let mut conn = mysql_async::Conn::new(opts)
@@ -183,7 +185,12 @@ async fn seed_mysql(url: &str) -> String {
 }
 
 /// The upstream control plane's config, as it would run it (the filestore a directory).
-fn upstream_config(dir: &Path, url: &str, database: &str, filestore: &Path) -> std::path::PathBuf {
+pub(crate) fn upstream_config(
+    dir: &Path,
+    url: &str,
+    database: &str,
+    filestore: &Path,
+) -> std::path::PathBuf {
     // mysql://user:pass@host:port/... to upstream's Go DSN, `user:pass@tcp(host:port)`.
     let rest = url.strip_prefix("mysql://").expect("a mysql:// URL");
     let (credentials, address) = rest.split_once('@').expect("credentials");

@@ -82,7 +82,7 @@ fn read_only() -> StoreError {
 }
 
 fn unavailable(table: &str, e: mysql_async::Error) -> StoreError {
-    StoreError::Unavailable(format!("upstream table {table}: {e}"))
+    StoreError::unavailable_from(format!("upstream table {table}"), e)
 }
 
 #[async_trait]
@@ -157,7 +157,7 @@ impl Datastore for UpstreamMysql {
         for (id, data) in rows.into_iter().take(page_size.max(1)) {
             let cursor = hex::encode(&id);
             let record = convert::record(kind, &data).map_err(|why| {
-                StoreError::Internal(format!("upstream table {table}, row Id 0x{cursor}: {why}"))
+                StoreError::internal_from(format!("upstream table {table}, row Id 0x{cursor}"), why)
             })?;
             records.push((record, cursor));
         }

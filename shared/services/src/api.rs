@@ -138,14 +138,10 @@ fn require(caller: &ApiKeyCaller, needed: Role) -> Result<(), ServiceError> {
 fn get_error(err: StoreError, title: &str, lower: &str) -> ServiceError {
     match err {
         StoreError::NotFound(_) => ServiceError::NotFound(format!("{title} is not found")),
-        StoreError::Unavailable(msg) => {
-            tracing::warn!(error = %msg, "store unavailable while getting {lower}");
-            ServiceError::Unavailable(format!("Failed to get {lower}: store unavailable"))
+        err @ StoreError::Unavailable { .. } => {
+            ServiceError::unavailable(format!("Failed to get {lower}: store unavailable"), err)
         }
-        other => {
-            tracing::error!(error = %other, "failed to get {lower}");
-            ServiceError::Internal(format!("Failed to get {lower}"))
-        }
+        other => ServiceError::internal(format!("Failed to get {lower}"), other),
     }
 }
 

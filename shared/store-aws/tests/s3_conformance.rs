@@ -310,7 +310,7 @@ async fn missing_bucket_and_unreachable_endpoint() {
         fs.list("", None, 10).await.expect_err("no bucket"),
     ] {
         assert!(
-            matches!(&err, StoreError::Internal(m) if m.contains("bucket does not exist")),
+            matches!(&err, StoreError::Internal { context, .. } if context.contains("bucket does not exist")),
             "{err:?}"
         );
     }
@@ -324,7 +324,7 @@ async fn missing_bucket_and_unreachable_endpoint() {
     let fs = S3Filestore::from_sdk_config(&dead, "bucket", None).expect("store");
     let started = Instant::now();
     let err = fs.get("a/b").await.expect_err("nothing listens");
-    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",

@@ -240,7 +240,7 @@ async fn assert_unavailable_quickly(cache: &Arc<RedisCache>, rounds: usize) {
         let n = results.len() as u32;
         for (op, result) in results {
             assert!(
-                matches!(result, Err(StoreError::Unavailable(_))),
+                matches!(result, Err(StoreError::Unavailable { .. })),
                 "round {round}: {op} while Redis is down: {result:?}"
             );
         }
@@ -264,7 +264,7 @@ async fn assert_unavailable_quickly(cache: &Arc<RedisCache>, rounds: usize) {
     for task in tasks {
         let (took, result) = task.await.expect("task");
         assert!(
-            matches!(result, Err(StoreError::Unavailable(_))),
+            matches!(result, Err(StoreError::Unavailable { .. })),
             "{result:?}"
         );
         assert!(took < STALL_BOUND, "a concurrent call took {took:?}");
@@ -400,7 +400,7 @@ async fn a_hung_connection_is_replaced() {
     while started.elapsed() < Duration::from_millis(1500) {
         let t = Instant::now();
         let err = cache.get("k").await.expect_err("hung");
-        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
         assert!(t.elapsed() < STALL_BOUND, "{:?}", t.elapsed());
     }
     assert!(cache.rebuilds() >= 1, "never rebuilt");
@@ -563,7 +563,7 @@ async fn tls_with_auth_token() {
         let cache = RedisCache::connect_with(options).await.expect("connect");
         let started = Instant::now();
         let err = cache.get("k").await.expect_err("must not work");
-        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
         assert!(started.elapsed() < STALL_BOUND, "{:?}", started.elapsed());
         let shown = err.to_string();
         assert!(

@@ -33,7 +33,7 @@ impl ApiApi {
         cmd: model::Command,
     ) -> Result<model::Command, ServiceError> {
         self.stores.commands.create(cmd).await.map_err(|e| {
-            tracing::error!(error = %e, "failed to create command");
+            tracing::error!(error = %wisp_store::error::chain(&e), "failed to create command");
             ServiceError::store(e, "create command")
         })
     }

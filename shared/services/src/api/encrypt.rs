@@ -41,7 +41,7 @@ impl ApiApi {
                 check_project(caller, &piped.project_id, "piped")?;
                 let pem = hybrid::public_key_pem(piped.secret_encryption.as_ref())?;
                 let key = hybrid::parse_public_key_pem(pem).map_err(|e| {
-                    tracing::error!(error = %e, piped = %req.piped_id, "failed to parse the piped's public key");
+                    tracing::error!(error = %wisp_store::error::chain(&e), piped = %req.piped_id, "failed to parse the piped's public key");
                     ServiceError::InvalidArgument("Invalid public key".into())
                 })?;
                 let key = Arc::new(key);
@@ -56,7 +56,7 @@ impl ApiApi {
             req.plaintext
         };
         let ciphertext = hybrid::encrypt(&key, plaintext.as_bytes()).map_err(|e| {
-            tracing::error!(error = %e, "failed to encrypt the secret");
+            tracing::error!(error = %wisp_store::error::chain(&e), "failed to encrypt the secret");
             ServiceError::FailedPrecondition("Failed to encrypt the secret".into())
         })?;
         Ok(EncryptResponse { ciphertext })

@@ -232,7 +232,7 @@ impl WebApi {
             .await?;
         let pem = hybrid::public_key_pem(piped.secret_encryption.as_ref())?;
         let key = hybrid::parse_public_key_pem(pem).map_err(|e| {
-            tracing::error!(error = %e, piped = %piped.id, "the piped's public key is unreadable");
+            tracing::error!(error = %wisp_store::error::chain(&e), piped = %piped.id, "the piped's public key is unreadable");
             ServiceError::FailedPrecondition("The piped's public key is invalid".into())
         })?;
         let plaintext = if req.base64_encoding {
@@ -241,10 +241,8 @@ impl WebApi {
         } else {
             req.data
         };
-        let data = hybrid::encrypt(&key, plaintext.as_bytes()).map_err(|e| {
-            tracing::error!(error = %e, "failed to seal a secret");
-            ServiceError::Internal("Failed to encrypt the secret".into())
-        })?;
+        let data = hybrid::encrypt(&key, plaintext.as_bytes())
+            .map_err(|e| ServiceError::internal("Failed to encrypt the secret", e))?;
         Ok(GenerateApplicationSealedSecretResponse { data })
     }
 

@@ -265,11 +265,11 @@ fn decode(kind: Kind, item: Item) -> std::result::Result<Record, ItemError> {
 pub fn from_item(kind: Kind, item: Item) -> Result<Record> {
     let id = item_string(&item, SK).unwrap_or("?").to_string();
     decode(kind, item)
-        .map_err(|e| StoreError::Internal(format!("corrupt DynamoDB item {kind} {id}: {e}")))
+        .map_err(|e| StoreError::internal_from(format!("corrupt DynamoDB item {kind} {id}"), e))
 }
 
 pub fn corrupt(kind: Kind, id: &str, e: ItemError) -> StoreError {
-    StoreError::Internal(format!("corrupt DynamoDB item {kind} {id}: {e}"))
+    StoreError::internal_from(format!("corrupt DynamoDB item {kind} {id}"), e)
 }
 
 /// Opaque resume position in a query: the `(sk, id)` of the last record handed out.
@@ -288,8 +288,8 @@ pub struct ScanCursor {
 }
 
 pub fn encode_cursor<T: Serialize>(cursor: &T) -> Result<String> {
-    let json = serde_json::to_vec(cursor)
-        .map_err(|e| StoreError::Internal(format!("encoding cursor: {e}")))?;
+    let json =
+        serde_json::to_vec(cursor).map_err(|e| StoreError::internal_from("encoding cursor", e))?;
     Ok(URL_SAFE_NO_PAD.encode(json))
 }
 
@@ -392,12 +392,12 @@ mod tests {
         item.remove("g0sk");
         assert!(matches!(
             from_item(Kind::Command, item),
-            Err(StoreError::Internal(_))
+            Err(StoreError::Internal { .. })
         ));
         let item = to_item(Kind::Command, sample(), 1).expect("item");
         assert!(matches!(
             from_item(Kind::Event, item),
-            Err(StoreError::Internal(_))
+            Err(StoreError::Internal { .. })
         ));
     }
 }

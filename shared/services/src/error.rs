@@ -177,3 +177,33 @@ impl From<wisp_model::validate::ValidationError> for ServiceError {
 }
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The client's message names only the action; the cause stays below it for the log.
+    #[test]
+    fn a_store_failure_keeps_its_cause_for_the_log_only() {
+        let io = std::io::Error::other("database is locked");
+        let err = ServiceError::store(
+            StoreError::internal_from("SQLite put application a-1", io),
+            "update application a-1",
+        );
+        assert_eq!(err.to_string(), "Failed to update application a-1");
+        let store = err
+            .source()
+            .and_then(|e| e.downcast_ref::<StoreError>())
+            .unwrap_or_else(|| panic!("no store error below {err:?}"));
+        let root = store
+            .source()
+            .and_then(|e| e.downcast_ref::<std::io::Error>())
+            .unwrap_or_else(|| panic!("no io error below {store:?}"));
+        assert_eq!(root.to_string(), "database is locked");
+        assert_eq!(
+            wisp_store::error::chain(&err).to_string(),
+            "Failed to update application a-1: internal store error: SQLite put application \
+             a-1: database is locked"
+        );
+    }
+}

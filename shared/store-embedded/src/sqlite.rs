@@ -779,4 +779,23 @@ mod tests {
         let err = SqliteDatastore::open(&path).expect_err("newer schema");
         assert!(matches!(err, StoreError::Internal { .. }), "{err:?}");
     }
+
+    /// SQLite's own error stays the source, its code reachable and its words in the
+    /// chain the edge logs.
+    #[test]
+    fn a_sqlite_failure_keeps_the_sqlite_error_as_its_source() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("wisp.db");
+        std::fs::write(&path, vec![b'x'; 8192]).expect("write");
+        let err = SqliteDatastore::open(&path).expect_err("not a database");
+        let sqlite = std::error::Error::source(&err)
+            .and_then(|e| e.downcast_ref::<rusqlite::Error>())
+            .unwrap_or_else(|| panic!("no SQLite error below {err:?}"));
+        assert_eq!(
+            sqlite.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::NotADatabase)
+        );
+        let logged = wisp_store::error::chain(&err).to_string();
+        assert!(logged.contains("file is not a database"), "{logged}");
+    }
 }

@@ -5,7 +5,9 @@
 pub enum CliError {
     #[error("{0}")]
     Usage(String),
-    #[error("{0:#}")]
+    /// Written with its whole chain of causes (a store's context, the backend's own
+    /// error), each once.
+    #[error("{}", wisp_telemetry::chain(.0.as_ref()))]
     Failure(#[from] anyhow::Error),
 }
 

@@ -83,7 +83,7 @@ async fn pipecd(args: PipecdArgs) -> Result<(), CliError> {
     let source_files = open_upstream_filestore(&upstream.spec.filestore, &args.from).await?;
     let source_records = wisp_import::UpstreamMysql::connect(mysql)
         .await
-        .map_err(|e| CliError::Failure(anyhow::anyhow!("{e}")))?;
+        .map_err(|e| CliError::Failure(anyhow::Error::new(e)))?;
 
     // The stores alone: opening the app on the defaults would first create the
     // quickstart project there, which the source does not have.

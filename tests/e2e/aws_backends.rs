@@ -437,3 +437,55 @@ async fn config_and_encryption_key_from_secrets_manager() {
     );
     assert!(!out.stderr.contains("too-short"), "{out:?}");
 }
+
+/// A store failure reached through a real RPC: the DynamoDB table is deleted under a
+/// running server. The piped is told only INTERNAL with upstream's generic message; the
+/// server's log carries the whole cause, down to DynamoDB's own error code.
+#[tokio::test]
+async fn a_store_failure_is_logged_with_its_cause_and_hidden_from_the_client() {
+    use wisp_store_aws::dynamodb::sdk;
+    let Some(env) = AwsEnv::from_env("a_store_failure_is_logged_with_its_cause") else {
+        return;
+    };
+    let wisp = Wisp::start_aws_on(&env, None, |_| {});
+    let piped = wisp.add_piped(QUICKSTART, "dev");
+    let mut client = wisp.piped_client(Via::Grpc, &piped).await;
+    // Verified once while the table is there: the credential is cached from now on.
+    ok(client
+        .list_applications(ps::ListApplicationsRequest::default())
+        .await);
+
+    let table = wisp.aws().expect("AWS backends").table.clone();
+    let dynamodb = sdk::Client::new(&env.sdk_config(&env.dynamodb).await);
+    dynamodb
+        .delete_table()
+        .table_name(&table)
+        .send()
+        .await
+        .expect("delete the table");
+
+    let status = client
+        .list_applications(ps::ListApplicationsRequest::default())
+        .await
+        .expect_err("the table is gone");
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "Failed to fetch applications",
+        "{status:?}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = wisp.server().log_text();
+        if log.contains("ResourceNotFoundException") {
+            assert!(log.contains("Failed to fetch applications"), "{log}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no DynamoDB error code in the server log:\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

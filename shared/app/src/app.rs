@@ -191,7 +191,10 @@ impl App {
             }
             // Another process created it between our check and our write.
             Err(wisp_services::ServiceError::AlreadyExists(_)) => Ok(()),
-            Err(e) => Err(AppError::store(what, StoreError::Internal(e.to_string()))),
+            Err(e) => Err(AppError::store(
+                what,
+                StoreError::internal_from("creating it", e),
+            )),
         }
     }
 

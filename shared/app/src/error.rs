@@ -88,7 +88,7 @@ impl AppError {
         matches!(
             self,
             AppError::Store {
-                source: StoreError::Unavailable(_),
+                source: StoreError::Unavailable { .. },
                 ..
             }
         )

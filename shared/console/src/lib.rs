@@ -339,7 +339,7 @@ impl Console {
             Ok(p) => Some(p),
             Err(ServiceError::NotFound(_)) => None,
             Err(e) => {
-                tracing::warn!(project = %project_id, error = %e, "login: project lookup failed");
+                tracing::warn!(project = %project_id, error = %wisp_telemetry::chain(&e), "login: project lookup failed");
                 return self.error_redirect("Unable to log in right now; try again");
             }
         };
@@ -393,7 +393,7 @@ impl Console {
         let token = match self.signer.sign(&caller) {
             Ok(t) => t,
             Err(e) => {
-                tracing::error!(error = %e, "login: signing the session failed");
+                tracing::error!(error = %wisp_telemetry::chain(&e), "login: signing the session failed");
                 return self.error_redirect("Internal error");
             }
         };
@@ -485,7 +485,7 @@ impl Console {
                 self.error_redirect(why)
             }
             other => {
-                tracing::warn!(project = %project_id, error = %other, "SSO login failed");
+                tracing::warn!(project = %project_id, error = %wisp_telemetry::chain(&other), "SSO login failed");
                 self.error_redirect(SSO_FAILED)
             }
         }

@@ -104,7 +104,7 @@ impl StaticFiles {
             Ok(page) if page.objects.first().is_some_and(|o| o.path == key) => {}
             Ok(_) => return Some(plain(StatusCode::NOT_FOUND, "not found")),
             Err(e) => {
-                tracing::warn!(file = %key, error = %e, "console file lookup failed");
+                tracing::warn!(file = %key, error = %wisp_telemetry::chain(&e), "console file lookup failed");
                 return Some(plain(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the console's files cannot be read right now; try again",
@@ -139,7 +139,7 @@ impl StaticFiles {
             }
             Ok(None) => None,
             Err(e) => {
-                tracing::warn!(file = %key, error = %e, "presigning a console file failed");
+                tracing::warn!(file = %key, error = %wisp_telemetry::chain(&e), "presigning a console file failed");
                 None
             }
         }
@@ -156,7 +156,7 @@ impl StaticFiles {
                 match tokio::fs::read(&path).await {
                     Ok(b) => Some(b),
                     Err(e) => {
-                        tracing::warn!(file = %path.display(), error = %e, "console file unreadable");
+                        tracing::warn!(file = %path.display(), error = %wisp_telemetry::chain(&e), "console file unreadable");
                         None
                     }
                 }
@@ -167,7 +167,7 @@ impl StaticFiles {
                     Ok(object) => Some(object.data),
                     Err(StoreError::NotFound(_)) => None,
                     Err(e) => {
-                        tracing::warn!(file = %key, error = %e, "console file unreadable");
+                        tracing::warn!(file = %key, error = %wisp_telemetry::chain(&e), "console file unreadable");
                         None
                     }
                 }

@@ -30,8 +30,10 @@ use wisp_store::error::{Result as StoreResult, StoreError};
 pub enum ImportError {
     #[error("{0}")]
     Config(String),
-    #[error("cannot reach the upstream MySQL datastore: {0}")]
-    Connect(String),
+    /// The MySQL driver's error is the source (its Display names no password: the pool
+    /// is built from options, not a URL).
+    #[error("cannot reach the upstream MySQL datastore")]
+    Connect(#[source] mysql_async::Error),
 }
 
 /// Upstream's table for `kind`; `None` for what only Wisp keeps (piped stats and
@@ -58,13 +60,8 @@ impl UpstreamMysql {
     /// Connects to the datastore `config` names and checks that it answers.
     pub async fn connect(config: &wisp_config::MySqlConfig) -> Result<Self, ImportError> {
         let pool = mysql_async::Pool::new(dsn::options(config)?);
-        let mut conn = pool
-            .get_conn()
-            .await
-            .map_err(|e| ImportError::Connect(e.to_string()))?;
-        conn.ping()
-            .await
-            .map_err(|e| ImportError::Connect(e.to_string()))?;
+        let mut conn = pool.get_conn().await.map_err(ImportError::Connect)?;
+        conn.ping().await.map_err(ImportError::Connect)?;
         Ok(UpstreamMysql { pool })
     }
 
@@ -82,7 +79,7 @@ fn read_only() -> StoreError {
 }
 
 fn unavailable(table: &str, e: mysql_async::Error) -> StoreError {
-    StoreError::Unavailable(format!("upstream table {table}: {e}"))
+    StoreError::unavailable_from(format!("upstream table {table}"), e)
 }
 
 #[async_trait]
@@ -157,7 +154,7 @@ impl Datastore for UpstreamMysql {
         for (id, data) in rows.into_iter().take(page_size.max(1)) {
             let cursor = hex::encode(&id);
             let record = convert::record(kind, &data).map_err(|why| {
-                StoreError::Internal(format!("upstream table {table}, row Id 0x{cursor}: {why}"))
+                StoreError::internal_from(format!("upstream table {table}, row Id 0x{cursor}"), why)
             })?;
             records.push((record, cursor));
         }

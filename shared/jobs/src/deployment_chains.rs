@@ -68,7 +68,7 @@ pub async fn run(ctx: &JobContext<'_>) -> Result<JobReport, JobError> {
                 Ok(false) => {}
                 Err(e) => {
                     report.failed += 1;
-                    tracing::warn!(chain = %chain.id, project = %chain.project_id, error = %e, "failed to update a deployment chain");
+                    tracing::warn!(chain = %chain.id, project = %chain.project_id, error = %wisp_telemetry::chain(&e), "failed to update a deployment chain");
                 }
             }
         }

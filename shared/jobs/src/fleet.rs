@@ -178,7 +178,7 @@ impl FleetMetrics {
         let fleet = match measure(stores, config_projects, self.scope).await {
             Ok(fleet) => fleet,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot measure the fleet for the metrics");
+                tracing::warn!(error = %wisp_telemetry::chain(&e), "cannot measure the fleet for the metrics");
                 return;
             }
         };

@@ -73,7 +73,7 @@ async fn collect_applications(
                 Ok(app) => app,
                 Err(e) => {
                     report.failed += 1;
-                    tracing::warn!(application = %record.id, error = %e, "skipping an unreadable application");
+                    tracing::warn!(application = %record.id, error = %wisp_telemetry::chain(&e), "skipping an unreadable application");
                     continue;
                 }
             };
@@ -100,7 +100,7 @@ async fn collect_applications(
             Ok(()) => report.changed += 1,
             Err(e) => {
                 report.failed += 1;
-                tracing::warn!(project = %project, error = %e, "failed to store application insights");
+                tracing::warn!(project = %project, error = %wisp_telemetry::chain(&e), "failed to store application insights");
             }
         }
     }
@@ -144,7 +144,7 @@ async fn collect_deployments(
             Err(e) => {
                 report.failed += 1;
                 all_stored = false;
-                tracing::warn!(project = %project, error = %e, "failed to list completed deployments");
+                tracing::warn!(project = %project, error = %wisp_telemetry::chain(&e), "failed to list completed deployments");
                 continue;
             }
         };
@@ -161,7 +161,7 @@ async fn collect_deployments(
             Err(e) => {
                 report.failed += count;
                 all_stored = false;
-                tracing::warn!(project = %project, error = %e, "failed to store deployment insights");
+                tracing::warn!(project = %project, error = %wisp_telemetry::chain(&e), "failed to store deployment insights");
             }
         }
     }

@@ -272,7 +272,7 @@ pub async fn run(job: Job, ctx: &JobContext<'_>) -> Result<JobReport, JobError> 
             Ok(report)
         }
         Err(e) => {
-            tracing::error!(job = %job, error = %e, elapsed_ms, "job run failed");
+            tracing::error!(job = %job, error = %wisp_telemetry::chain(&e), elapsed_ms, "job run failed");
             Err(e)
         }
     }

@@ -31,7 +31,7 @@ pub(crate) async fn load(stores: &Stores, job: Job) -> Result<Option<Marker>, Jo
             Ok(marker) if !marker.after.is_empty() => Ok(Some(marker)),
             Ok(_) => Ok(None),
             Err(e) => {
-                tracing::warn!(job = %job, error = %e, "ignoring an unreadable job marker");
+                tracing::warn!(job = %job, error = %wisp_telemetry::chain(&e), "ignoring an unreadable job marker");
                 Ok(None)
             }
         },
@@ -58,7 +58,7 @@ pub(crate) async fn save(
                 JobError::store(
                     job,
                     "encode the job marker",
-                    StoreError::Internal(e.to_string()),
+                    StoreError::internal_from("serializing", e),
                 )
             })?;
             fs.put(&path(job), data, PutCondition::Any)

@@ -51,7 +51,7 @@ pub async fn run(ctx: &JobContext<'_>) -> Result<JobReport, JobError> {
                     tracing::warn!(
                         command = %command.id,
                         project = %command.project_id,
-                        error = %e,
+                        error = %wisp_telemetry::chain(&e),
                         "failed to mark an orphan command as timed out"
                     );
                 }

@@ -34,7 +34,7 @@ pub async fn run(ctx: &JobContext<'_>) -> Result<JobReport, JobError> {
             Ok(()) => report.changed += 1,
             Err(e) => {
                 report.failed += 1;
-                tracing::warn!(piped = %piped_id, error = %e, "failed to drop a stale cached piped stat");
+                tracing::warn!(piped = %piped_id, error = %wisp_telemetry::chain(&e), "failed to drop a stale cached piped stat");
             }
         }
     }

@@ -41,7 +41,7 @@ pub async fn run(ctx: &JobContext<'_>) -> Result<JobReport, JobError> {
                 Ok(()) => report.changed += 1,
                 Err(e) => {
                     report.failed += 1;
-                    tracing::warn!(command = %command_id, error = %e, "failed to delete a stale command output");
+                    tracing::warn!(command = %command_id, error = %wisp_telemetry::chain(&e), "failed to delete a stale command output");
                 }
             }
             after = Some(command_output_path(command_id));

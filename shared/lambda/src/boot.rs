@@ -24,7 +24,7 @@ pub async fn load(function: &'static str) -> Result<App, AppError> {
         #[cfg(not(feature = "web"))]
         Ok(app) => Ok(app),
         Err(e) => {
-            tracing::error!(function, error = %e, "init failed");
+            tracing::error!(function, error = %wisp_telemetry::chain(&e), "init failed");
             // The ALB shows this start as a 502; the metric says which function and why
             // to look at its log.
             wisp_telemetry::metrics::counter!(wisp_telemetry::INIT_FAILURES).increment(1);
@@ -71,7 +71,7 @@ fn install_metrics(function: &'static str) {
     let deployment = std::env::var("WISP_DEPLOYMENT").unwrap_or_else(|_| "wisp".into());
     let detailed = std::env::var("WISP_METRICS_DETAIL").is_ok_and(|d| d == "detailed");
     if let Err(err) = wisp_telemetry::emf::install(&namespace, &deployment, function, detailed) {
-        tracing::warn!(error = %err, "metrics off");
+        tracing::warn!(error = %wisp_telemetry::chain(&err), "metrics off");
     }
 }
 

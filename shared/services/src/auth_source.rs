@@ -29,8 +29,9 @@ impl StoreKeySource {
     }
 }
 
+/// The store's whole chain as text: the verifier logs it, the client never sees it.
 fn source_error(err: StoreError) -> SourceError {
-    SourceError::new(err)
+    SourceError::new(wisp_store::error::chain(&err))
 }
 
 #[async_trait]
@@ -84,7 +85,9 @@ impl PipedKeySource for StoreKeySource {
                 piped_id,
                 "piped key from upstream now stored with the fast hash"
             ),
-            Err(e) => tracing::warn!(piped_id, error = %e, "could not upgrade a piped key hash"),
+            Err(e) => {
+                tracing::warn!(piped_id, error = %wisp_store::error::chain(&e), "could not upgrade a piped key hash")
+            }
         }
     }
 }
@@ -129,7 +132,7 @@ impl ApiKeyAuthSource for StoreKeySource {
                 "API key from upstream now stored with the fast hash"
             ),
             Err(e) => {
-                tracing::warn!(api_key_id = id, error = %e, "could not upgrade an API key hash")
+                tracing::warn!(api_key_id = id, error = %wisp_store::error::chain(&e), "could not upgrade an API key hash")
             }
         }
     }

@@ -14,4 +14,4 @@ mod support;
 #[cfg(feature = "web")]
 pub mod web;
 
-pub use error::ServiceError;
+pub use error::{Reason, ServiceError};

@@ -72,10 +72,8 @@ pub(crate) fn derived_id(parts: &[&str]) -> String {
 pub(crate) async fn hash_secret(secret: String, what: &str) -> Result<String, ServiceError> {
     tokio::task::spawn_blocking(move || wisp_auth::hash_secret(&secret))
         .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
-        .map_err(|e| {
-            tracing::error!(error = %e, "failed to hash the {what}");
-            ServiceError::Internal(format!("Failed to generate the {what}"))
+        .map_err(|e| ServiceError::internal(format!("Failed to generate the {what}"), e))
+        .and_then(|r| {
+            r.map_err(|e| ServiceError::internal(format!("Failed to generate the {what}"), e))
         })
 }

@@ -238,7 +238,7 @@ impl DynamoDbDatastore {
             self.counters.add_capacity("Query", out.consumed_capacity());
             for found in out.items.unwrap_or_default() {
                 let live = item::is_live(&found, now)
-                    .map_err(|e| StoreError::Internal(format!("corrupt item in {what}: {e}")))?;
+                    .map_err(|e| StoreError::internal_from(format!("corrupt item in {what}"), e))?;
                 if live {
                     items.push(found);
                 }
@@ -518,7 +518,7 @@ impl Datastore for DynamoDbDatastore {
             let sk = match &record.indexes[slot] {
                 Some(key) if key.pk == query.pk => key.sk.clone(),
                 _ => {
-                    return Err(StoreError::Internal(format!(
+                    return Err(StoreError::internal(format!(
                         "{what}: record {} came back without that index key",
                         record.id
                     )));

@@ -7,7 +7,7 @@
 //! Nothing here logs or returns a credential.
 
 // The SDKs share one error type (`aws_smithy_runtime_api`'s), re-exported by each.
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use wisp_config::{
     Config, ConfigError, DatastoreConfig, DynamoDbConfig, FilestoreConfig, MinioConfig, S3Config,
 };
@@ -48,7 +48,7 @@ impl OpenError {
         matches!(
             self,
             OpenError::Store {
-                source: StoreError::Unavailable(_),
+                source: StoreError::Unavailable { .. },
                 ..
             }
         )
@@ -183,12 +183,12 @@ where
             "{operation}: {code}: {}",
             err.message().unwrap_or("no message")
         ),
-        None => format!("{operation}: {}", DisplayErrorContext(&err)),
+        None => operation.to_string(),
     };
     if transient {
-        StoreError::Unavailable(detail)
+        StoreError::unavailable_from(detail, err)
     } else {
-        StoreError::Internal(detail)
+        StoreError::internal_from(detail, err)
     }
 }
 

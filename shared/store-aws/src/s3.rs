@@ -19,10 +19,10 @@
 use async_trait::async_trait;
 use aws_config::{BehaviorVersion, ConfigLoader, Region, SdkConfig};
 use aws_sdk_s3::Client;
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
-use wisp_store::error::{Result, StoreError};
+use wisp_store::error::{BoxError, Result, StoreError};
 use wisp_store::filestore::{
     Filestore, ListPage, Object, ObjectAttrs, ObjectMeta, PresignedGet, PutCondition,
     validate_path, validate_prefix,
@@ -213,7 +213,13 @@ enum Failure {
     PreconditionFailed,
     /// 409 `ConditionalRequestConflict`: a concurrent conditional write won.
     ConcurrentWrite,
-    Other(StoreError),
+    /// Anything else: whether a retry may help, what S3 answered (status, code,
+    /// message), and the SDK's error kept whole as the cause.
+    Other {
+        retryable: bool,
+        detail: String,
+        source: BoxError,
+    },
 }
 
 fn classify<E>(err: SdkError<E>) -> Failure
@@ -223,16 +229,18 @@ where
     let status = match &err {
         SdkError::ServiceError(ctx) => ctx.raw().status().as_u16(),
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            return Failure::Other(StoreError::Unavailable(format!(
-                "S3: {}",
-                DisplayErrorContext(&err)
-            )));
+            return Failure::Other {
+                retryable: true,
+                detail: "S3 request failed".to_string(),
+                source: err.into(),
+            };
         }
         _ => {
-            return Failure::Other(StoreError::Internal(format!(
-                "S3: {}",
-                DisplayErrorContext(&err)
-            )));
+            return Failure::Other {
+                retryable: false,
+                detail: "S3 request failed".to_string(),
+                source: err.into(),
+            };
         }
     };
     let code = err.code().unwrap_or_default().to_string();
@@ -240,14 +248,18 @@ where
         Some(message) => format!("S3 {status} {code}: {message}"),
         None => format!("S3 {status} {code}"),
     };
-    match (status, code.as_str()) {
-        (_, "NoSuchBucket") => Failure::Other(StoreError::Internal(format!(
-            "{detail} (the configured bucket does not exist)"
-        ))),
-        (404, "NoSuchKey" | "") | (_, "NoSuchKey") => Failure::NotFound,
-        (412, _) | (_, "PreconditionFailed") => Failure::PreconditionFailed,
+    let retryable = match (status, code.as_str()) {
+        (_, "NoSuchBucket") => {
+            return Failure::Other {
+                retryable: false,
+                detail: format!("{detail} (the configured bucket does not exist)"),
+                source: err.into(),
+            };
+        }
+        (404, "NoSuchKey" | "") | (_, "NoSuchKey") => return Failure::NotFound,
+        (412, _) | (_, "PreconditionFailed") => return Failure::PreconditionFailed,
         (409, "ConditionalRequestConflict") | (_, "ConditionalRequestConflict") => {
-            Failure::ConcurrentWrite
+            return Failure::ConcurrentWrite;
         }
         (429 | 500..=599, _)
         | (
@@ -259,8 +271,13 @@ where
             | "ServiceUnavailable"
             | "InternalError"
             | "RequestLimitExceeded",
-        ) => Failure::Other(StoreError::Unavailable(detail)),
-        _ => Failure::Other(StoreError::Internal(detail)),
+        ) => true,
+        _ => false,
+    };
+    Failure::Other {
+        retryable,
+        detail,
+        source: err.into(),
     }
 }
 
@@ -270,11 +287,16 @@ fn store_error(what: &str, failure: Failure) -> StoreError {
         Failure::NotFound => StoreError::NotFound(what.to_string()),
         Failure::PreconditionFailed => StoreError::Conflict(format!("{what}: precondition failed")),
         Failure::ConcurrentWrite => StoreError::Conflict(format!("{what}: concurrent write")),
-        Failure::Other(StoreError::Unavailable(m)) => {
-            StoreError::Unavailable(format!("{what}: {m}"))
-        }
-        Failure::Other(StoreError::Internal(m)) => StoreError::Internal(format!("{what}: {m}")),
-        Failure::Other(other) => other,
+        Failure::Other {
+            retryable: true,
+            detail,
+            source,
+        } => StoreError::unavailable_from(format!("{what}: {detail}"), source),
+        Failure::Other {
+            retryable: false,
+            detail,
+            source,
+        } => StoreError::internal_from(format!("{what}: {detail}"), source),
     }
 }
 
@@ -300,7 +322,7 @@ impl Filestore for S3Filestore {
             .body
             .collect()
             .await
-            .map_err(|e| StoreError::Unavailable(format!("{what}: reading the body: {e}")))?
+            .map_err(|e| StoreError::unavailable_from(format!("{what}: reading the body"), e))?
             .into_bytes()
             .to_vec();
         Ok(Object { data, etag })
@@ -350,7 +372,7 @@ impl Filestore for S3Filestore {
             })?;
         match output.e_tag() {
             Some(etag) if !etag.is_empty() => Ok(etag.to_string()),
-            _ => Err(StoreError::Internal(format!(
+            _ => Err(StoreError::internal(format!(
                 "{what}: S3 returned no ETag for the write"
             ))),
         }
@@ -415,7 +437,7 @@ impl Filestore for S3Filestore {
             token = match output.next_continuation_token() {
                 Some(t) if !t.is_empty() => Some(t.to_string()),
                 _ => {
-                    return Err(StoreError::Internal(format!(
+                    return Err(StoreError::internal(format!(
                         "{what}: S3 reported more keys but gave no continuation token"
                     )));
                 }
@@ -451,7 +473,7 @@ impl Filestore for S3Filestore {
             .start_time(request.signed_at)
             .expires_in(request.expires_in)
             .build()
-            .map_err(|e| StoreError::Internal(format!("{what}: presigning: {e}")))?;
+            .map_err(|e| StoreError::internal_from(format!("{what}: presigning"), e))?;
         let presigned = self
             .client
             .get_object()

@@ -472,14 +472,29 @@ table_tests! {
     }
 }
 
-/// A table that does not exist is a configuration error: Internal, with context.
+/// A table that does not exist is a configuration error: Internal, with context, and the
+/// SDK's error kept whole below it (its code reachable, its words in the logged chain).
 #[tokio::test]
 async fn missing_table_is_internal() {
+    use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+    use aws_sdk_dynamodb::operation::get_item::GetItemError;
     let Some(endpoint) = endpoint() else { return };
     let ds = DynamoDbDatastore::new(client(&endpoint).await, cf::unique("no-such-table"));
     match ds.get(Kind::Project, "x").await {
-        Err(StoreError::Internal(message)) => {
-            assert!(message.contains("GetItem"), "{message}")
+        Err(err @ StoreError::Internal { .. }) => {
+            assert!(err.to_string().contains("GetItem"), "{err}");
+            let mut sdk = None;
+            let mut next = std::error::Error::source(&err);
+            while let Some(cause) = next {
+                if let Some(found) = cause.downcast_ref::<SdkError<GetItemError>>() {
+                    sdk = Some(found);
+                }
+                next = cause.source();
+            }
+            let sdk = sdk.unwrap_or_else(|| panic!("no SDK error in the chain of {err:?}"));
+            assert_eq!(sdk.code(), Some("ResourceNotFoundException"));
+            let logged = wisp_store::error::chain(&err).to_string();
+            assert!(logged.contains("ResourceNotFoundException"), "{logged}");
         }
         other => panic!("expected Internal, got {other:?}"),
     }
@@ -491,7 +506,7 @@ async fn missing_table_is_internal() {
 async fn unreachable_endpoint_is_unavailable() {
     let ds = DynamoDbDatastore::new(client("http://127.0.0.1:9").await, "wisp");
     match ds.get(Kind::Project, "x").await {
-        Err(StoreError::Unavailable(_)) => {}
+        Err(StoreError::Unavailable { .. }) => {}
         other => panic!("expected Unavailable, got {other:?}"),
     }
 }

@@ -67,7 +67,7 @@ impl LocalFilestore {
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
         crate::private_fs::create_dir_all(&root).map_err(|e| {
-            StoreError::Unavailable(format!("creating filestore root {}: {e}", root.display()))
+            StoreError::unavailable_from(format!("creating filestore root {}", root.display()), e)
         })?;
         let locks = (0..LOCK_SHARDS).map(|_| Arc::new(Mutex::new(()))).collect();
         Ok(LocalFilestore {
@@ -112,14 +112,14 @@ impl LocalFilestore {
             result
         })
         .await
-        .map_err(|e| StoreError::Internal(format!("filestore task failed: {e}")))?
+        .map_err(|e| StoreError::internal_from("filestore task failed", e))?
     }
 }
 
 /// Opens shard `shard`'s lock file (made if missing) and takes its exclusive lock,
 /// waiting for another process that holds it.
 fn lock_file(root: &Path, shard: usize) -> Result<fs::File> {
-    let failed = |e: io::Error| StoreError::Internal(format!("filestore lock {shard}: {e}"));
+    let failed = |e: io::Error| StoreError::internal_from(format!("filestore lock {shard}"), e);
     let dir = root.join(LOCK_DIR);
     let mut options = fs::OpenOptions::new();
     options.read(true).write(true).create(true).truncate(false);
@@ -150,7 +150,7 @@ fn io_err(path: &str, e: io::Error) -> StoreError {
         io::ErrorKind::NotFound | io::ErrorKind::IsADirectory | io::ErrorKind::NotADirectory => {
             StoreError::NotFound(format!("object {path}"))
         }
-        _ => StoreError::Internal(format!("object {path}: {e}")),
+        _ => StoreError::internal_from(format!("object {path}"), e),
     }
 }
 
@@ -177,7 +177,7 @@ fn write_atomic(path: &str, full: &Path, data: &[u8]) -> Result<()> {
             io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => {
                 StoreError::InvalidArgument(format!("object path {path:?}: a parent is an object"))
             }
-            _ => StoreError::Internal(format!("object {path}: creating directory: {e}")),
+            _ => StoreError::internal_from(format!("object {path}: creating directory"), e),
         })?;
         let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!("{TMP_PREFIX}{}.{n}", std::process::id()));
@@ -186,9 +186,10 @@ fn write_atomic(path: &str, full: &Path, data: &[u8]) -> Result<()> {
             // A concurrent delete pruned the directory between the two calls: again.
             Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < MAX_DIR_ATTEMPTS => {}
             Err(e) => {
-                return Err(StoreError::Internal(format!(
-                    "object {path}: temp file: {e}"
-                )));
+                return Err(StoreError::internal_from(
+                    format!("object {path}: temp file"),
+                    e,
+                ));
             }
         }
     };
@@ -203,7 +204,7 @@ fn write_atomic(path: &str, full: &Path, data: &[u8]) -> Result<()> {
                     "object path {path:?}: is a prefix of other objects"
                 ))
             }
-            _ => StoreError::Internal(format!("object {path}: writing: {e}")),
+            _ => StoreError::internal_from(format!("object {path}: writing"), e),
         });
     }
     Ok(())
@@ -317,14 +318,14 @@ impl Walk<'_> {
             {
                 return Ok(None);
             }
-            Err(e) => return Err(StoreError::Internal(format!("listing {rel_dir:?}: {e}"))),
+            Err(e) => return Err(StoreError::internal_from(format!("listing {rel_dir:?}"), e)),
         };
         // A max-heap of the smallest keys seen: the largest is dropped past the budget.
         let mut keep: BinaryHeap<(String, bool)> = BinaryHeap::new();
         let mut truncated = false;
         for entry in entries {
             let entry =
-                entry.map_err(|e| StoreError::Internal(format!("listing {rel_dir:?}: {e}")))?;
+                entry.map_err(|e| StoreError::internal_from(format!("listing {rel_dir:?}"), e))?;
             let Ok(name) = entry.file_name().into_string() else {
                 continue; // not UTF-8: not written by us
             };

@@ -104,21 +104,21 @@ impl SqliteDatastore {
         let path = path.as_ref();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             crate::private_fs::create_dir_all(parent).map_err(|e| {
-                StoreError::Unavailable(format!("creating {}: {e}", parent.display()))
+                StoreError::unavailable_from(format!("creating {}", parent.display()), e)
             })?;
         }
         crate::private_fs::ensure_file(path).map_err(|e| {
-            StoreError::Unavailable(format!("creating sqlite database {}: {e}", path.display()))
+            StoreError::unavailable_from(format!("creating sqlite database {}", path.display()), e)
         })?;
         let conn = Connection::open(path).map_err(|e| {
-            StoreError::Unavailable(format!("opening sqlite database {}: {e}", path.display()))
+            StoreError::unavailable_from(format!("opening sqlite database {}", path.display()), e)
         })?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
             .map_err(map_err)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Unavailable(format!(
+            return Err(StoreError::unavailable(format!(
                 "sqlite database {} refused WAL mode (got {mode})",
                 path.display()
             )));
@@ -136,10 +136,10 @@ impl SqliteDatastore {
                     | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
             .map_err(|e| {
-                StoreError::Unavailable(format!(
-                    "opening sqlite database {} for reading: {e}",
-                    path.display()
-                ))
+                StoreError::unavailable_from(
+                    format!("opening sqlite database {} for reading", path.display()),
+                    e,
+                )
             })?;
             reader.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
             reader.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
@@ -148,9 +148,7 @@ impl SqliteDatastore {
         match Arc::get_mut(&mut datastore.inner) {
             Some(inner) => inner.readers = readers,
             None => {
-                return Err(StoreError::Internal(
-                    "sqlite handle shared during open".into(),
-                ));
+                return Err(StoreError::internal("sqlite handle shared during open"));
             }
         }
         Ok(datastore)
@@ -208,7 +206,7 @@ impl SqliteDatastore {
             f(&mut conn)
         })
         .await
-        .map_err(|e| StoreError::Internal(format!("sqlite task failed: {e}")))?
+        .map_err(|e| StoreError::internal_from("sqlite task failed", e))?
     }
 
     /// Runs the read-only `f` on a read connection (the writer for an in-memory
@@ -236,7 +234,7 @@ impl SqliteDatastore {
             f(&conn)
         })
         .await
-        .map_err(|e| StoreError::Internal(format!("sqlite task failed: {e}")))?
+        .map_err(|e| StoreError::internal_from("sqlite task failed", e))?
     }
 }
 
@@ -260,9 +258,9 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         .unwrap_or(0);
     let latest = MIGRATIONS.len();
     let applied = usize::try_from(current)
-        .map_err(|_| StoreError::Internal(format!("invalid schema version {current}")))?;
+        .map_err(|_| StoreError::internal(format!("invalid schema version {current}")))?;
     if applied > latest {
-        return Err(StoreError::Internal(format!(
+        return Err(StoreError::internal(format!(
             "database schema version {applied} is newer than this build supports ({latest})"
         )));
     }
@@ -284,10 +282,10 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 fn map_err(e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-            StoreError::Unavailable(format!("sqlite busy: {e}"))
+            StoreError::unavailable_from("sqlite busy", e)
         }
         Some(ErrorCode::ConstraintViolation) => StoreError::AlreadyExists(e.to_string()),
-        _ => StoreError::Internal(format!("sqlite: {e}")),
+        _ => StoreError::internal_from("sqlite", e),
     }
 }
 
@@ -321,7 +319,7 @@ fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
 impl RawRow {
     fn into_record(self) -> Result<Record> {
         let version = u64::try_from(self.version).map_err(|_| {
-            StoreError::Internal(format!(
+            StoreError::internal(format!(
                 "record {} has invalid version {}",
                 self.id, self.version
             ))
@@ -332,7 +330,7 @@ impl RawRow {
                 (Some(pk), Some(sk)) => Some(IndexKey { pk, sk }),
                 (None, _) => None,
                 (Some(_), None) => {
-                    return Err(StoreError::Internal(format!(
+                    return Err(StoreError::internal(format!(
                         "record {} has index slot {slot} without a sort key",
                         self.id
                     )));
@@ -616,7 +614,7 @@ impl Datastore for SqliteDatastore {
             let sk = match &record.indexes[slot] {
                 Some(key) => key.sk.clone(),
                 None => {
-                    return Err(StoreError::Internal(format!(
+                    return Err(StoreError::internal(format!(
                         "record {} matched slot {slot} without a key",
                         record.id
                     )));
@@ -744,6 +742,25 @@ mod tests {
             .expect("bump");
         drop(conn);
         let err = SqliteDatastore::open(&path).expect_err("newer schema");
-        assert!(matches!(err, StoreError::Internal(_)), "{err:?}");
+        assert!(matches!(err, StoreError::Internal { .. }), "{err:?}");
+    }
+
+    /// SQLite's own error stays the source, its code reachable and its words in the
+    /// chain the edge logs.
+    #[test]
+    fn a_sqlite_failure_keeps_the_sqlite_error_as_its_source() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("wisp.db");
+        std::fs::write(&path, vec![b'x'; 8192]).expect("write");
+        let err = SqliteDatastore::open(&path).expect_err("not a database");
+        let sqlite = std::error::Error::source(&err)
+            .and_then(|e| e.downcast_ref::<rusqlite::Error>())
+            .unwrap_or_else(|| panic!("no SQLite error below {err:?}"));
+        assert_eq!(
+            sqlite.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::NotADatabase)
+        );
+        let logged = wisp_store::error::chain(&err).to_string();
+        assert!(logged.contains("file is not a database"), "{logged}");
     }
 }

@@ -211,7 +211,7 @@ impl RedisCache {
             .set_max_delay(Duration::from_secs(1));
         let manager =
             ConnectionManager::new_lazy_with_config(client.clone(), manager_config.clone())
-                .map_err(|e| StoreError::Internal(format!("Redis {target}: {e}")))?;
+                .map_err(|e| StoreError::internal_from(format!("Redis {target}"), e))?;
         Ok(RedisCache {
             client,
             manager_config,
@@ -301,8 +301,8 @@ impl RedisCache {
                 Ok(convert(value))
             }
             Ok(Err(e)) => {
-                let error = self.map_error(&e);
-                if matches!(error, StoreError::Unavailable(_)) {
+                let error = self.map_error(e);
+                if matches!(error, StoreError::Unavailable { .. }) {
                     self.note_failure();
                 } else {
                     // Redis answered (e.g. WRONGTYPE): the connection works.
@@ -313,7 +313,7 @@ impl RedisCache {
             Err(_) => {
                 self.note_failure();
                 wisp_telemetry::record_cache_timeout("redis");
-                Err(StoreError::Unavailable(format!(
+                Err(StoreError::unavailable(format!(
                     "Redis {}: no answer within {:?}",
                     self.target, self.timeout
                 )))
@@ -321,7 +321,7 @@ impl RedisCache {
         }
     }
 
-    fn map_error(&self, e: &RedisError) -> StoreError {
+    fn map_error(&self, e: RedisError) -> StoreError {
         let target = &self.target;
         if e.code() == Some("WRONGTYPE") {
             return StoreError::InvalidArgument(format!(
@@ -341,12 +341,12 @@ impl RedisCache {
             | ErrorKind::Io
             | ErrorKind::AuthenticationFailed
             | ErrorKind::ClusterConnectionNotFound => {
-                StoreError::Unavailable(format!("Redis {target}: {e}"))
+                StoreError::unavailable_from(format!("Redis {target}"), e)
             }
             _ if e.code() == Some("OOM") || e.is_timeout() || e.is_connection_dropped() => {
-                StoreError::Unavailable(format!("Redis {target}: {e}"))
+                StoreError::unavailable_from(format!("Redis {target}"), e)
             }
-            _ => StoreError::Internal(format!("Redis {target}: {e}")),
+            _ => StoreError::internal_from(format!("Redis {target}"), e),
         }
     }
 }
@@ -473,7 +473,7 @@ mod tests {
                 .await
                 .expect("the call returns")
                 .expect_err("nothing listening");
-            assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+            assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
         }
     }
 }

@@ -275,7 +275,7 @@ async fn assert_unavailable_quickly(cache: &Arc<RedisCache>, rounds: usize) {
         let n = results.len();
         for (op, result) in results {
             assert!(
-                matches!(result, Err(StoreError::Unavailable(_))),
+                matches!(result, Err(StoreError::Unavailable { .. })),
                 "round {round}: {op} while Redis is down: {result:?}"
             );
         }
@@ -294,7 +294,7 @@ async fn assert_unavailable_quickly(cache: &Arc<RedisCache>, rounds: usize) {
         for task in tasks {
             let result = task.await.expect("task");
             assert!(
-                matches!(result, Err(StoreError::Unavailable(_))),
+                matches!(result, Err(StoreError::Unavailable { .. })),
                 "{result:?}"
             );
         }
@@ -429,7 +429,7 @@ async fn a_hung_connection_is_replaced() {
     let rebuilt = async {
         while cache.rebuilds() == 0 {
             let err = unhung("get", cache.get("k")).await.expect_err("hung");
-            assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+            assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
         }
     };
     unhung("the rebuild", rebuilt).await;
@@ -593,7 +593,7 @@ async fn tls_with_auth_token() {
         let err = unhung("get", cache.get("k"))
             .await
             .expect_err("must not work");
-        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
         let shown = err.to_string();
         assert!(
             !shown.contains(token) && !shown.contains("wrong-token"),

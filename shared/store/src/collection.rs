@@ -127,7 +127,7 @@ impl<E: Entity> Collection<E> {
 
     fn decode(record: &Record) -> Result<E> {
         E::decode(record.data.as_slice())
-            .map_err(|e| StoreError::Internal(format!("corrupt {} {}: {e}", E::KIND, record.id)))
+            .map_err(|e| StoreError::internal_from(format!("corrupt {} {}", E::KIND, record.id), e))
     }
 
     fn encode(entity: &E, version: u64) -> Record {

@@ -23,8 +23,8 @@ fn outcome(error: &StoreError) -> &'static str {
         StoreError::Conflict(_) => "conflict",
         StoreError::InvalidArgument(_) | StoreError::InvalidCursor => "invalid_argument",
         StoreError::FailedPrecondition(_) => "failed_precondition",
-        StoreError::Unavailable(_) => "unavailable",
-        StoreError::Internal(_) => "internal",
+        StoreError::Unavailable { .. } => "unavailable",
+        StoreError::Internal { .. } => "internal",
     }
 }
 

@@ -657,7 +657,7 @@ async fn copy_kind(
             if page.more {
                 return Err(MigrateError::Store {
                     context: format!("scan the source's {kind} records"),
-                    source: StoreError::Internal("an empty page that claims more records".into()),
+                    source: StoreError::internal("an empty page that claims more records"),
                 });
             }
             break;
@@ -753,7 +753,7 @@ async fn copy_objects(
             if page.next.is_some() {
                 return Err(MigrateError::Store {
                     context: "list the source's objects".into(),
-                    source: StoreError::Internal("an empty page with a resume token".into()),
+                    source: StoreError::internal("an empty page with a resume token"),
                 });
             }
             break;

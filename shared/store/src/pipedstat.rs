@@ -62,7 +62,7 @@ fn decode_cached(data: &[u8]) -> Result<PipedStat> {
     let cached: CachedStat = from_json("cached piped stat", data)?;
     let metrics = STANDARD
         .decode(cached.metrics.as_bytes())
-        .map_err(|e| StoreError::Internal(format!("corrupt cached piped stat: {e}")))?;
+        .map_err(|e| StoreError::internal_from("corrupt cached piped stat", e))?;
     Ok(PipedStat {
         piped_id: cached.piped_id,
         metrics,
@@ -97,7 +97,7 @@ fn encode_record_data(stat: &PipedStat) -> Vec<u8> {
         Err(e) => {
             // Writing to memory does not fail; if it ever does, store the metrics as
             // they came unless that would be ambiguous.
-            tracing::warn!(error = %e, "piped stat metrics not compressed");
+            tracing::warn!(error = %crate::error::chain(&e), "piped stat metrics not compressed");
             if must {
                 PipedStat {
                     metrics: Vec::new(),
@@ -124,16 +124,16 @@ pub fn stored_data_bytes(piped_id: &str, metrics: &[u8]) -> usize {
 
 fn decode_record(record: &Record) -> Result<PipedStat> {
     use std::io::Read;
-    let corrupt = |e: &dyn std::fmt::Display| {
-        StoreError::Internal(format!("corrupt {} {}: {e}", Kind::PipedStat, record.id))
+    let corrupt = |e: crate::error::BoxError| {
+        StoreError::internal_from(format!("corrupt {} {}", Kind::PipedStat, record.id), e)
     };
-    let mut stat = PipedStat::decode(record.data.as_slice()).map_err(|e| corrupt(&e))?;
+    let mut stat = PipedStat::decode(record.data.as_slice()).map_err(|e| corrupt(e.into()))?;
     if stat.metrics.starts_with(&GZIP_MAGIC) {
         let mut raw = Vec::new();
         flate2::read::GzDecoder::new(stat.metrics.as_slice())
             .take(MAX_METRICS_BYTES)
             .read_to_end(&mut raw)
-            .map_err(|e| corrupt(&e))?;
+            .map_err(|e| corrupt(e.into()))?;
         stat.metrics = raw;
     }
     Ok(stat)
@@ -207,7 +207,7 @@ impl PipedStatStore {
                         }
                         Ok(_) => {}
                         Err(e) => {
-                            tracing::warn!(piped_id, error = %e, "replacing corrupt piped stat")
+                            tracing::warn!(piped_id, error = %crate::error::chain(&e), "replacing corrupt piped stat")
                         }
                     }
                     self.datastore
@@ -229,7 +229,9 @@ impl PipedStatStore {
             Ok(value) => {
                 cache_hash_set(self.cache.as_ref(), PIPED_STATS_CACHE_KEY, piped_id, value).await
             }
-            Err(e) => tracing::warn!(piped_id, error = %e, "not caching piped stat"),
+            Err(e) => {
+                tracing::warn!(piped_id, error = %crate::error::chain(&e), "not caching piped stat")
+            }
         }
         Ok(())
     }
@@ -260,17 +262,18 @@ impl PipedStatStore {
     /// A fresh cached stat is trusted; otherwise the datastore is read too and the newer
     /// of the two wins, so a stale or missing cache never turns a piped OFFLINE.
     pub async fn get(&self, piped_id: &str) -> Result<Option<PipedStat>> {
-        let cached =
-            match cache_hash_get(self.cache.as_ref(), PIPED_STATS_CACHE_KEY, piped_id).await {
-                Some(raw) => match decode_cached(&raw) {
-                    Ok(stat) => Some(stat),
-                    Err(e) => {
-                        tracing::warn!(piped_id, error = %e, "ignoring unreadable cache entry");
-                        None
-                    }
-                },
-                None => None,
-            };
+        let cached = match cache_hash_get(self.cache.as_ref(), PIPED_STATS_CACHE_KEY, piped_id)
+            .await
+        {
+            Some(raw) => match decode_cached(&raw) {
+                Ok(stat) => Some(stat),
+                Err(e) => {
+                    tracing::warn!(piped_id, error = %crate::error::chain(&e), "ignoring unreadable cache entry");
+                    None
+                }
+            },
+            None => None,
+        };
         if let Some(stat) = &cached
             && is_online(stat, now_unix())
         {

@@ -152,12 +152,12 @@ fn failed(op: &'static str, e: &StoreError) {
     wisp_telemetry::record_revocation_failure(op);
     match op {
         "record" => tracing::error!(
-            error = %e,
+            error = %crate::error::chain(&e),
             path = REVOCATIONS_PATH,
             "a revocation could not be recorded; other instances keep trusting what it revokes until the action is retried"
         ),
         _ => tracing::error!(
-            error = %e,
+            error = %crate::error::chain(&e),
             path = REVOCATIONS_PATH,
             "revocations cannot be read; once the last good copy is older than 30 s, cached verifications are checked again and console sessions are refused"
         ),
@@ -284,7 +284,7 @@ impl Revocations {
                     .map(|doc| Some((doc.entries, Some(object.etag))))
             })
             .await
-            .unwrap_or_else(|e| Err(StoreError::Internal(format!("parsing revocations: {e}")))),
+            .unwrap_or_else(|e| Err(StoreError::internal_from("parsing revocations", e))),
             Err(StoreError::NotFound(_)) => Ok(Some((BTreeMap::new(), None))),
             Err(e) => Err(e),
         };

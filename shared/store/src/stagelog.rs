@@ -160,7 +160,7 @@ pub fn encode_stage_log(log: &StageLog) -> Result<Vec<u8>> {
 /// line that is not a `LogBlock` is an `Internal` error naming `path` and the line.
 pub fn decode_stage_log(path: &str, data: &[u8]) -> Result<StageLog> {
     let text = std::str::from_utf8(data)
-        .map_err(|e| StoreError::Internal(format!("corrupt stage log {path}: {e}")))?;
+        .map_err(|e| StoreError::internal_from(format!("corrupt stage log {path}"), e))?;
     let mut log = StageLog::default();
     for (n, line) in text.split('\n').enumerate() {
         let line = line.trim();
@@ -172,7 +172,7 @@ pub fn decode_stage_log(path: &str, data: &[u8]) -> Result<StageLog> {
             break;
         }
         let block: LogBlock = serde_json::from_str(line).map_err(|e| {
-            StoreError::Internal(format!("corrupt stage log {path} line {}: {e}", n + 1))
+            StoreError::internal_from(format!("corrupt stage log {path} line {}", n + 1), e)
         })?;
         log.blocks.push(block);
     }
@@ -381,7 +381,7 @@ impl StageLogStore {
                 c.etag,
             )),
             Err(e) => {
-                tracing::warn!(key, error = %e, "ignoring unreadable cache entry");
+                tracing::warn!(key, error = %crate::error::chain(&e), "ignoring unreadable cache entry");
                 None
             }
         }
@@ -400,7 +400,7 @@ impl StageLogStore {
         let value = match to_json("cached stage log", &entry) {
             Ok(v) => v,
             Err(e) => {
-                tracing::warn!(key, error = %e, "not caching stage log");
+                tracing::warn!(key, error = %crate::error::chain(&e), "not caching stage log");
                 return;
             }
         };
@@ -492,7 +492,9 @@ mod tests {
         assert_eq!(log.blocks[0].log, "Hello 1\nWorld");
         assert_eq!(log.blocks[1].severity, 0);
         let err = decode_stage_log("log/d/s/0.txt", b"{\"index\":1}\nnot json\n");
-        assert!(matches!(err, Err(StoreError::Internal(m)) if m.contains("log/d/s/0.txt line 2")));
+        assert!(
+            matches!(err, Err(StoreError::Internal { context, source: Some(_) }) if context.contains("log/d/s/0.txt line 2"))
+        );
     }
 
     #[test]

@@ -49,11 +49,12 @@ pub(crate) fn check_segment(what: &str, value: &str) -> Result<()> {
 }
 
 pub(crate) fn to_json<T: Serialize>(what: &str, value: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(value).map_err(|e| StoreError::Internal(format!("encoding {what}: {e}")))
+    serde_json::to_vec(value).map_err(|e| StoreError::internal_from(format!("encoding {what}"), e))
 }
 
 pub(crate) fn from_json<T: DeserializeOwned>(what: &str, data: &[u8]) -> Result<T> {
-    serde_json::from_slice(data).map_err(|e| StoreError::Internal(format!("corrupt {what}: {e}")))
+    serde_json::from_slice(data)
+        .map_err(|e| StoreError::internal_from(format!("corrupt {what}"), e))
 }
 
 /// `None` on a miss and on any cache error (logged).
@@ -61,7 +62,7 @@ pub(crate) async fn cache_get(cache: &dyn Cache, key: &str) -> Option<Vec<u8>> {
     match cache.get(key).await {
         Ok(v) => v,
         Err(e) => {
-            tracing::warn!(key, error = %e, "cache get failed; reading the store");
+            tracing::warn!(key, error = %crate::error::chain(&e), "cache get failed; reading the store");
             None
         }
     }
@@ -77,7 +78,7 @@ pub(crate) async fn cache_put(
     match cache.put(key, value, ttl).await {
         Ok(()) => true,
         Err(e) => {
-            tracing::warn!(key, error = %e, "cache put failed; ignored");
+            tracing::warn!(key, error = %crate::error::chain(&e), "cache put failed; ignored");
             false
         }
     }
@@ -88,7 +89,7 @@ pub(crate) async fn cache_hash_get(cache: &dyn Cache, key: &str, field: &str) ->
     match cache.hash_get(key, field).await {
         Ok(v) => v,
         Err(e) => {
-            tracing::warn!(key, field, error = %e, "cache hash get failed; reading the store");
+            tracing::warn!(key, field, error = %crate::error::chain(&e), "cache hash get failed; reading the store");
             None
         }
     }
@@ -97,7 +98,7 @@ pub(crate) async fn cache_hash_get(cache: &dyn Cache, key: &str, field: &str) ->
 /// Best effort: a failure is logged and ignored.
 pub(crate) async fn cache_hash_set(cache: &dyn Cache, key: &str, field: &str, value: Vec<u8>) {
     if let Err(e) = cache.hash_set(key, field, value).await {
-        tracing::warn!(key, field, error = %e, "cache hash set failed; ignored");
+        tracing::warn!(key, field, error = %crate::error::chain(&e), "cache hash set failed; ignored");
     }
 }
 

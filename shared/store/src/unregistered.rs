@@ -107,11 +107,10 @@ impl UnregisteredAppStore {
                     continue;
                 }
                 let stored = UnregisteredApps::decode(record.data.as_slice()).map_err(|e| {
-                    StoreError::Internal(format!(
-                        "corrupt {} {}: {e}",
-                        Kind::UnregisteredApps,
-                        record.id
-                    ))
+                    StoreError::internal_from(
+                        format!("corrupt {} {}", Kind::UnregisteredApps, record.id),
+                        e,
+                    )
                 })?;
                 apps.extend(stored.apps);
             }

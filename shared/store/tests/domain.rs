@@ -27,7 +27,7 @@ use wisp_store_embedded::MemoryCache;
 struct FailingCache;
 
 fn down<T>() -> Result<T, StoreError> {
-    Err(StoreError::Unavailable("cache is down".into()))
+    Err(StoreError::unavailable("cache is down"))
 }
 
 #[async_trait]
@@ -293,7 +293,7 @@ async fn stage_log_corrupt_file_is_internal_error() {
             .await
             .expect_err(name);
         assert!(
-            matches!(&err, StoreError::Internal(m) if m.contains(&path)),
+            matches!(&err, StoreError::Internal { context, .. } if context.contains(&path)),
             "{name}: {err}"
         );
         let err = env
@@ -302,7 +302,7 @@ async fn stage_log_corrupt_file_is_internal_error() {
             .append("d", "s", 0, &[block(5, "x")])
             .await
             .expect_err(name);
-        assert!(matches!(&err, StoreError::Internal(_)), "{name}: {err}");
+        assert!(matches!(&err, StoreError::Internal { .. }), "{name}: {err}");
     }
 }
 

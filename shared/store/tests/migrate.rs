@@ -367,7 +367,7 @@ impl Datastore for FailingCreates {
     }
     async fn create(&self, kind: Kind, record: Record) -> Result<()> {
         if self.creates_left.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            return Err(StoreError::Unavailable("connection lost".into()));
+            return Err(StoreError::unavailable("connection lost"));
         }
         self.inner.create(kind, record).await
     }
@@ -398,7 +398,7 @@ impl Filestore for FailingPuts {
     }
     async fn put(&self, path: &str, data: Vec<u8>, condition: PutCondition) -> Result<String> {
         if self.puts_left.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            return Err(StoreError::Unavailable("connection lost".into()));
+            return Err(StoreError::unavailable("connection lost"));
         }
         self.inner.put(path, data, condition).await
     }

@@ -20,6 +20,9 @@ use std::time::Duration;
 
 pub use metrics;
 
+mod error_chain;
+pub use error_chain::{ErrorChain, chain};
+
 /// Which labels (and how many metrics) the process records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

@@ -1,4 +1,5 @@
-//! Errors become gRPC statuses here and nowhere else.
+//! Errors become gRPC statuses here and nowhere else, and the causes of failures are
+//! logged here.
 
 use tonic::{Code, Status};
 use wisp_auth::AuthError;
@@ -17,6 +18,17 @@ pub fn from_service_error(err: ServiceError) -> Status {
         ServiceError::Unauthenticated(_) => Code::Unauthenticated,
         ServiceError::Internal(_) => Code::Internal,
     };
+    // The client gets the mapped code and the service's message, never the cause; the
+    // log gets the whole chain (the store's context, the backend's own error code).
+    match &err {
+        ServiceError::Internal(_) => {
+            tracing::error!(error = %wisp_telemetry::chain(&err), "request failed");
+        }
+        ServiceError::Unavailable(_) => {
+            tracing::warn!(error = %wisp_telemetry::chain(&err), "request failed, may succeed later");
+        }
+        _ => {}
+    }
     Status::new(code, err.to_string())
 }
 

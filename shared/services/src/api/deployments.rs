@@ -103,10 +103,7 @@ impl ApiApi {
                 Err(StoreError::NotFound(_)) => {
                     stage_logs.insert(stage.id.clone(), StageLog::default());
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, deployment = %deployment.id, stage = %stage.id, "failed to fetch stage log");
-                    return Err(ServiceError::Internal("Failed to get stage logs".into()));
-                }
+                Err(e) => return Err(ServiceError::internal("Failed to get stage logs", e)),
             }
         }
         Ok(ListStageLogsResponse { stage_logs })

@@ -60,7 +60,7 @@ impl ApiApi {
             };
             let hash = trace.commit_hash.clone();
             if let Err(e) = self.stores.deployment_traces.create(trace).await {
-                tracing::error!(error = %e, commit_hash = %hash, "failed to store deployment trace");
+                tracing::error!(error = %wisp_store::error::chain(&e), commit_hash = %hash, "failed to store deployment trace");
             }
         }
         Ok(RegisterEventResponse { event_id: id })

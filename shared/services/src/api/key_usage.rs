@@ -68,7 +68,7 @@ impl KeyUsage {
         match tokio::time::timeout(WRITE_TIMEOUT, write).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, key = %caller.id, "failed to record API key use")
+                tracing::warn!(error = %wisp_store::error::chain(&e), key = %caller.id, "failed to record API key use")
             }
             Err(_) => tracing::warn!(key = %caller.id, "recording API key use timed out"),
         }

@@ -160,17 +160,17 @@ impl ApiApi {
                 .get(&command_id)
                 .await
                 .map_err(|e| {
-                    tracing::error!(error = %e, command = %command_id, "failed to read command output");
-                    ServiceError::Internal(format!(
-                        "Failed to retrieve output data of command {command_id}"
-                    ))
+                    ServiceError::internal(
+                        format!("Failed to retrieve output data of command {command_id}"),
+                        e,
+                    )
                 })?;
             let mut result: model::PlanPreviewCommandResult = serde_json::from_slice(&data)
                 .map_err(|e| {
-                    tracing::error!(error = %e, command = %command_id, "failed to decode plan-preview result");
-                    ServiceError::Internal(format!(
-                        "Failed to decode output data of command {command_id}"
-                    ))
+                    ServiceError::internal(
+                        format!("Failed to decode output data of command {command_id}"),
+                        e,
+                    )
                 })?;
             result.piped_name = piped_names
                 .get(&result.piped_id)
@@ -191,7 +191,7 @@ impl ApiApi {
             Ok(Some(stat)) => is_online(&stat, now),
             Ok(None) => false,
             Err(e) => {
-                tracing::error!(error = %e, piped = %piped_id, "failed to read piped stat");
+                tracing::error!(error = %wisp_store::error::chain(&e), piped = %piped_id, "failed to read piped stat");
                 false
             }
         }

@@ -292,11 +292,8 @@ fn git_path(
             )));
         }
     };
-    let url =
-        wisp_model::git::make_dir_url(&repo.remote, &new.path, &repo.branch).map_err(|e| {
-            tracing::error!(error = %e, remote = %repo.remote, "failed to make GitPath URL");
-            ServiceError::Internal("Failed to make GitPath URL".into())
-        })?;
+    let url = wisp_model::git::make_dir_url(&repo.remote, &new.path, &repo.branch)
+        .map_err(|e| ServiceError::internal("Failed to make GitPath URL", e))?;
     Ok(model::ApplicationGitPath {
         repo: Some(repo),
         path: new.path.clone(),

@@ -69,10 +69,13 @@ pub(crate) async fn revoke(
 
 /// The error of an action whose revocation could not be recorded.
 pub fn revocation_not_shared(done: &str) -> crate::error::ServiceError {
-    crate::error::ServiceError::Unavailable(format!(
-        "{done}, but the revocation could not be shared with other instances, which may \
-         still accept it for a while; retry the same action (the server log says why)"
-    ))
+    crate::error::ServiceError::Unavailable(
+        format!(
+            "{done}, but the revocation could not be shared with other instances, which may \
+             still accept it for a while; retry the same action (the server log says why)"
+        )
+        .into(),
+    )
 }
 
 /// How long a credential revocation must be remembered: past the verifiers' cache TTL.

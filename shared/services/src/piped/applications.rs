@@ -147,10 +147,7 @@ impl PipedApi {
             .unregistered_apps
             .put(&caller.project_id, &caller.piped_id, req.applications)
             .await
-            .map_err(|e| {
-                tracing::error!(error = %e, piped = %caller.piped_id, "failed to put the unregistered apps");
-                ServiceError::Internal("failed to put the unregistered apps".into())
-            })?;
+            .map_err(|e| ServiceError::internal("failed to put the unregistered apps", e))?;
         Ok(ReportUnregisteredApplicationConfigurationsResponse {})
     }
 }

@@ -53,12 +53,11 @@ impl PipedApi {
                 .await
                 .map_err(|e| ServiceError::store(e, &format!("get command {command_id}")))?;
             check_command_owner(&command, caller)?;
-            self.stores.command_outputs.put(command_id, req.output.clone()).await.map_err(
-                |e| {
-                    tracing::error!(error = %e, command = command_id, "failed to store command output");
-                    ServiceError::Internal("Failed to store output of command".into())
-                },
-            )?;
+            self.stores
+                .command_outputs
+                .put(command_id, req.output.clone())
+                .await
+                .map_err(|e| ServiceError::internal("Failed to store output of command", e))?;
         }
         let what = format!("update command {command_id} as handled");
         update_checked(

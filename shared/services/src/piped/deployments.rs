@@ -417,9 +417,6 @@ fn stage_log_error(err: StoreError) -> ServiceError {
         StoreError::InvalidArgument(msg) => {
             ServiceError::InvalidArgument(format!("invalid stage logs: {msg}"))
         }
-        other => {
-            tracing::error!(error = %other, "failed to append stage logs");
-            ServiceError::Internal("failed to append logs".into())
-        }
+        other => ServiceError::internal("failed to append logs", other),
     }
 }

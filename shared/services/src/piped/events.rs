@@ -35,10 +35,12 @@ impl PipedApi {
         opts.descending = true;
         opts.limit = 1;
         opts.filter = Some(&same_name);
-        let page = self.stores.events.list(opts).await.map_err(|e| {
-            tracing::error!(error = %e, "failed to list events");
-            ServiceError::Internal("failed to list event".into())
-        })?;
+        let page = self
+            .stores
+            .events
+            .list(opts)
+            .await
+            .map_err(|e| ServiceError::internal("failed to list event", e))?;
         match page.items.into_iter().next() {
             Some(event) => Ok(GetLatestEventResponse { event: Some(event) }),
             None => Err(ServiceError::NotFound("no events found".into())),

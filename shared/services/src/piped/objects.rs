@@ -31,10 +31,11 @@ impl PipedApi {
         // owner it was checked against.
         snapshot.project_id = caller.project_id.clone();
         snapshot.piped_id = caller.piped_id.clone();
-        self.stores.live_states.put(&snapshot).await.map_err(|e| {
-            tracing::error!(error = %e, app = %snapshot.application_id, "failed to store live state");
-            ServiceError::Internal("failed to report application live state".into())
-        })?;
+        self.stores
+            .live_states
+            .put(&snapshot)
+            .await
+            .map_err(|e| ServiceError::internal("failed to report application live state", e))?;
         Ok(ReportApplicationLiveStateResponse {})
     }
 
@@ -63,14 +64,14 @@ impl PipedApi {
             match self.check_application(caller, &app_id).await {
                 Ok(()) => {}
                 Err(err @ (ServiceError::PermissionDenied(_) | ServiceError::NotFound(_))) => {
-                    tracing::warn!(app = %app_id, piped = %caller.piped_id, error = %err, "skipping live state events");
+                    tracing::warn!(app = %app_id, piped = %caller.piped_id, error = %wisp_store::error::chain(&err), "skipping live state events");
                     failed_ids.extend(events.into_iter().map(|e| e.id));
                     continue;
                 }
                 Err(other) => return Err(other),
             }
             if let Err(err) = self.stores.live_states.patch(&app_id, &events).await {
-                tracing::warn!(app = %app_id, error = %err, "failed to patch live state");
+                tracing::warn!(app = %app_id, error = %wisp_store::error::chain(&err), "failed to patch live state");
                 failed_ids.extend(events.into_iter().map(|e| e.id));
             }
         }

@@ -18,12 +18,14 @@ impl PipedApi {
         req.validate()?;
         self.stores
             .piped_stats
-            .put(&caller.project_id, &caller.piped_id, req.piped_stats, now_unix())
+            .put(
+                &caller.project_id,
+                &caller.piped_id,
+                req.piped_stats,
+                now_unix(),
+            )
             .await
-            .map_err(|e| {
-                tracing::error!(error = %e, piped = %caller.piped_id, "failed to store the reported piped stat");
-                ServiceError::Internal("failed to store the reported piped stat".into())
-            })?;
+            .map_err(|e| ServiceError::internal("failed to store the reported piped stat", e))?;
         Ok(ReportStatResponse::default())
     }
 

@@ -67,7 +67,7 @@ impl WebApi {
                 .unwrap_or(0),
             Ok(None) => 0,
             Err(e) => {
-                tracing::warn!(error = %e, "login throttling: cache unreadable");
+                tracing::warn!(error = %wisp_store::error::chain(&e), "login throttling: cache unreadable");
                 0
             }
         }
@@ -84,7 +84,7 @@ impl WebApi {
             )
             .await
         {
-            tracing::warn!(error = %e, "login throttling: cache unwritable");
+            tracing::warn!(error = %wisp_store::error::chain(&e), "login throttling: cache unwritable");
         }
     }
 

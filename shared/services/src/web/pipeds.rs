@@ -128,7 +128,7 @@ impl WebApi {
                     }
                     Ok(_) => ConnectionStatus::Offline,
                     Err(e) => {
-                        tracing::warn!(piped = %piped.id, error = %e, "piped stat unreadable");
+                        tracing::warn!(piped = %piped.id, error = %wisp_store::error::chain(&e), "piped stat unreadable");
                         ConnectionStatus::Unknown
                     }
                 } as i32;

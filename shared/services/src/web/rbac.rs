@@ -275,10 +275,12 @@ impl WebApi {
         match self.stores.cache.get(&key).await {
             Ok(Some(_)) => return false,
             Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "SSO state: cache unreadable"),
+            Err(e) => {
+                tracing::warn!(error = %wisp_store::error::chain(&e), "SSO state: cache unreadable")
+            }
         }
         if let Err(e) = self.stores.cache.put(&key, b"1".to_vec(), Some(ttl)).await {
-            tracing::warn!(error = %e, "SSO state: cache unwritable");
+            tracing::warn!(error = %wisp_store::error::chain(&e), "SSO state: cache unwritable");
         }
         true
     }

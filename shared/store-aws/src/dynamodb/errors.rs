@@ -1,7 +1,7 @@
 //! SDK errors onto `StoreError`: what a retry later may fix is `Unavailable`, the rest
 //! `Internal`, always with the operation and the record it was about.
 
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use wisp_store::error::StoreError;
 
 /// Error codes that mean "DynamoDB is busy or briefly failing; try again".
@@ -29,21 +29,21 @@ where
         }
         _ => false,
     };
-    let detail = match &err {
-        // The error code and message say it all; the SDK's full context repeats the raw
-        // response.
-        SdkError::ServiceError(e) => format!(
-            "{} (HTTP {}): {}",
+    let mut context = format!("DynamoDB {operation} {what}");
+    // The error code and message in the context too: they are what an operator searches
+    // for. The SDK's error stays whole as the source (its code reachable by downcast, its
+    // full context in the log at the edge).
+    if let SdkError::ServiceError(e) = &err {
+        context.push_str(&format!(
+            ": {} (HTTP {}): {}",
             e.err().code().unwrap_or("unknown error"),
             e.raw().status().as_u16(),
             e.err().message().unwrap_or("no message")
-        ),
-        _ => DisplayErrorContext(&err).to_string(),
-    };
-    let message = format!("DynamoDB {operation} {what}: {detail}");
+        ));
+    }
     if retryable {
-        StoreError::Unavailable(message)
+        StoreError::unavailable_from(context, err)
     } else {
-        StoreError::Internal(message)
+        StoreError::internal_from(context, err)
     }
 }

@@ -262,11 +262,11 @@ fn decode(kind: Kind, item: Item) -> std::result::Result<Record, ItemError> {
 pub fn from_item(kind: Kind, item: Item) -> Result<Record> {
     let id = item_string(&item, SK).unwrap_or("?").to_string();
     decode(kind, item)
-        .map_err(|e| StoreError::Internal(format!("corrupt DynamoDB item {kind} {id}: {e}")))
+        .map_err(|e| StoreError::internal_from(format!("corrupt DynamoDB item {kind} {id}"), e))
 }
 
 pub fn corrupt(kind: Kind, id: &str, e: ItemError) -> StoreError {
-    StoreError::Internal(format!("corrupt DynamoDB item {kind} {id}: {e}"))
+    StoreError::internal_from(format!("corrupt DynamoDB item {kind} {id}"), e)
 }
 
 #[cfg(test)]
@@ -361,12 +361,12 @@ mod tests {
         item.remove("g0sk");
         assert!(matches!(
             from_item(Kind::Command, item),
-            Err(StoreError::Internal(_))
+            Err(StoreError::Internal { .. })
         ));
         let item = to_item(Kind::Command, sample(), 1).expect("item");
         assert!(matches!(
             from_item(Kind::Event, item),
-            Err(StoreError::Internal(_))
+            Err(StoreError::Internal { .. })
         ));
     }
 }
@@ -453,7 +453,7 @@ mod fuzz {
     }
 
     fn is_corrupt(e: &StoreError) -> bool {
-        matches!(e, StoreError::Internal(m) if m.starts_with("corrupt DynamoDB item"))
+        matches!(e, StoreError::Internal { context, .. } if context.starts_with("corrupt DynamoDB item"))
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::item::{EXPIRES_AT, GSI_NAMES, GSI_PK, GSI_SK, PK, SK};
 const ACTIVE_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn built<T>(what: &str, r: std::result::Result<T, BuildError>) -> Result<T> {
-    r.map_err(|e| StoreError::Internal(format!("building {what}: {e}")))
+    r.map_err(|e| StoreError::internal_from(format!("building {what}"), e))
 }
 
 fn key_element(name: &str, key_type: KeyType) -> Result<KeySchemaElement> {
@@ -112,7 +112,7 @@ async fn describe(client: &Client, name: &str) -> Result<TableDescription> {
         .await
         .map_err(|e| map_sdk_err("DescribeTable", name, e))?;
     out.table
-        .ok_or_else(|| StoreError::Internal(format!("DescribeTable {name}: no table in reply")))
+        .ok_or_else(|| StoreError::internal(format!("DescribeTable {name}: no table in reply")))
 }
 
 async fn wait_until_active(client: &Client, name: &str) -> Result<TableDescription> {
@@ -129,7 +129,7 @@ async fn wait_until_active(client: &Client, name: &str) -> Result<TableDescripti
             return Ok(table);
         }
         if started.elapsed() > ACTIVE_TIMEOUT {
-            return Err(StoreError::Unavailable(format!(
+            return Err(StoreError::unavailable(format!(
                 "DynamoDB table {name} not ACTIVE after {}s (status {:?})",
                 ACTIVE_TIMEOUT.as_secs(),
                 table.table_status()

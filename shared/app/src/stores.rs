@@ -43,7 +43,7 @@ pub async fn open(config: &Config, data_dir: &Path) -> Result<Stores, AppError> 
 
 /// The feature of wisp-app that links each datastore type; `None` for a type Wisp does
 /// not run. Exhaustive on purpose: a new type does not compile until it is given its
-/// feature here (and its arm in [`open_datastore`]); a test checks this against
+/// feature here (and its arm in `open_datastore`); a test checks this against
 /// [`DatastoreType::support`].
 pub const fn datastore_feature(store_type: DatastoreType) -> Option<&'static str> {
     match store_type {

@@ -10,18 +10,20 @@ use wisp_app::{App, AppError, Sources};
 /// response limit.
 pub async fn load(function: &'static str) -> Result<App, AppError> {
     install_metrics(function);
-    let opened = async { App::open(&Sources::from_lambda_env()?).await }.await;
-    match opened {
+    let opened = async {
+        let app = App::open(&Sources::from_lambda_env()?).await?;
         #[cfg(feature = "web")]
-        Ok(app) => {
-            let policy = sso_policy_from_env(std::env::var(SSO_ALLOW_PRIVATE_ENV).ok())?;
-            Ok(app
-                .with_web_response_budget(wisp_services::web::ResponseBudget {
-                    max_compressed_bytes: crate::limits::WEB_RESPONSE_BUDGET,
-                })
-                .with_sso_policy(policy))
-        }
-        #[cfg(not(feature = "web"))]
+        let app = app
+            .with_web_response_budget(wisp_services::web::ResponseBudget {
+                max_compressed_bytes: crate::limits::WEB_RESPONSE_BUDGET,
+            })
+            .with_sso_policy(sso_policy_from_env(
+                std::env::var(SSO_ALLOW_PRIVATE_ENV).ok(),
+            )?);
+        Ok::<_, AppError>(app)
+    }
+    .await;
+    match opened {
         Ok(app) => Ok(app),
         Err(e) => {
             tracing::error!(function, error = %wisp_telemetry::chain(&e), "init failed");

@@ -611,7 +611,7 @@ fn any_alb_event_gets_an_answer() {
 
     Reach::new("lambda: ALB events", file!())
         .at_least("valid call: OK and stored", 0.1)
-        .at_least("gRPC call: refused with a client-error code", 0.2)
+        .at_least("gRPC call: refused with a client-error code", 0.04)
         .in_all_at_least(1.0)
         .run(events, |(stats, event)| {
             let response = rt.block_on(invoke(stack.clone(), &event));

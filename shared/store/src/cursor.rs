@@ -38,7 +38,7 @@ pub struct ScanCursor {
 /// The cursor for `position`.
 pub fn encode<T: Serialize>(position: &T) -> Result<String> {
     let json = serde_json::to_vec(position)
-        .map_err(|e| StoreError::Internal(format!("encoding cursor: {e}")))?;
+        .map_err(|e| StoreError::internal_from("encoding cursor", e))?;
     Ok(URL_SAFE_NO_PAD.encode(json))
 }
 

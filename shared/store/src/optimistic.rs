@@ -120,7 +120,7 @@ mod tests {
     #[tokio::test]
     async fn other_write_errors_are_final() {
         for error in [
-            (|| StoreError::Unavailable("down".into())) as fn() -> StoreError,
+            (|| StoreError::unavailable("down")) as fn() -> StoreError,
             || StoreError::InvalidArgument("too big".into()),
             || StoreError::FailedPrecondition("completed".into()),
         ] {

@@ -24,6 +24,11 @@ async fn register_piped(server: &InProcess) -> String {
         .projects
         .create(model::Project {
             id: PROJECT.into(),
+            // A project always has its static admin; no test here logs in as it.
+            static_admin: Some(model::ProjectStaticUser {
+                username: "admin".into(),
+                password_hash: "not-a-bcrypt-hash".into(),
+            }),
             ..Default::default()
         })
         .await

@@ -268,7 +268,6 @@ async fn applications_leave_one_record_and_one_refusal_whichever_way_in() {
                 config_filename: "other.pipecd.yaml".into(),
                 ..fixtures::git_path("demo")
             }),
-            ..Default::default()
         })
         .await);
     ok(console

@@ -55,6 +55,23 @@ pub struct BridgeArgs {
     /// under the pod's `terminationGracePeriodSeconds`).
     #[arg(long, default_value = "10s", value_parser = super::flags::parse_duration)]
     pub shutdown_grace: Duration,
+    /// Serve `/metrics` (Prometheus text), `/version` and `/healthz` on this address, a
+    /// listener of its own beside the gRPC one (as `wisp serve --admin-addr`). Off unless
+    /// given: beside a piped, its own admin server holds 9085.
+    #[arg(long)]
+    pub admin_addr: Option<SocketAddr>,
+}
+
+/// The control plane's RPC names, for the `method` label of the bridge's metrics.
+fn method_names(service: &str, method: &str) -> Option<&'static str> {
+    use wisp_transport::limits::{API, PIPED, WEB};
+    let limits = match service {
+        "PipedService" => &PIPED,
+        "APIService" => &API,
+        "WebService" => &WEB,
+        _ => return None,
+    };
+    limits.method(method).map(|(name, _)| name)
 }
 
 pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
@@ -92,14 +109,32 @@ pub async fn run(args: BridgeArgs) -> Result<(), CliError> {
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
         config.inbound_tls = Some(wisp_bridge::inbound::InboundTls { cert, key });
     }
+    config.method_names = method_names;
     let tls = config.inbound_tls.is_some();
     let bridge = Bridge::new(config).map_err(|e| CliError::Usage(e.to_string()))?;
+    // Before any call is forwarded: the recorder sees every metric from the start.
+    let admin = match args.admin_addr {
+        Some(addr) => {
+            let handle = wisp_telemetry::prometheus::install_bridge().context("metrics")?;
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on --admin-addr {addr}"))?;
+            Some((listener, handle))
+        }
+        None => None,
+    };
 
     let mut signals = Signals::install().context("install signal handlers")?;
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr().context("listener address")?;
+    if let Some((admin, handle)) = admin {
+        let admin_local = admin.local_addr().context("admin listener address")?;
+        println!("wisp bridge admin listening on {admin_local}");
+        tracing::info!(addr = %admin_local, "metrics on /metrics, version on /version");
+        tokio::spawn(super::ops_endpoint::serve(admin, handle));
+    }
     // Tests and scripts wait for this line to know the port (useful with :0).
     println!("wisp bridge listening on {local}");
     tracing::info!(

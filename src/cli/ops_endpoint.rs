@@ -1,7 +1,8 @@
-//! The admin address of `wisp serve` (upstream calls it the admin server): `GET /metrics`
-//! (Prometheus text format), `GET /version` and `GET /healthz`, on a listener of its own. It
-//! defaults to loopback so that nothing here is public by accident; a Prometheus on another
-//! host needs `--admin-addr 0.0.0.0:9085` (upstream's admin port) and a network that keeps
+//! The admin address of `wisp serve` and `wisp bridge` (upstream calls it the admin
+//! server): `GET /metrics` (Prometheus text format), `GET /version` and `GET /healthz`, on
+//! a listener of its own. `wisp serve`'s defaults to loopback so that nothing here is
+//! public by accident (the bridge's is off unless given); a Prometheus on another host
+//! needs `--admin-addr 0.0.0.0:9085` (upstream's admin port) and a network that keeps
 //! strangers off it.
 
 use std::convert::Infallible;
@@ -39,7 +40,19 @@ pub struct MetricsSource {
     pub fleet: FleetMetrics,
 }
 
-impl MetricsSource {
+/// What renders `/metrics`.
+pub trait Render: Send + Sync + 'static {
+    fn render(&self) -> impl std::future::Future<Output = String> + Send;
+}
+
+/// `wisp bridge`: the recorder's metrics alone.
+impl Render for PrometheusHandle {
+    async fn render(&self) -> String {
+        PrometheusHandle::render(self)
+    }
+}
+
+impl Render for MetricsSource {
     async fn render(&self) -> String {
         self.fleet.record(&self.stores, &self.config_projects).await;
         let mut text = self.handle.render();
@@ -54,7 +67,7 @@ impl MetricsSource {
 }
 
 /// Serves the admin endpoints on `listener` until the process ends.
-pub async fn serve(listener: TcpListener, metrics: MetricsSource) {
+pub async fn serve<M: Render>(listener: TcpListener, metrics: M) {
     let metrics = Arc::new(metrics);
     let places = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -75,7 +88,7 @@ pub async fn serve(listener: TcpListener, metrics: MetricsSource) {
         let metrics = metrics.clone();
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
             let metrics = metrics.clone();
-            async move { Ok::<_, Infallible>(answer(&req, &metrics).await) }
+            async move { Ok::<_, Infallible>(answer(&req, &*metrics).await) }
         });
         let conn = http.serve_connection(TokioIo::new(stream), service);
         tokio::spawn(async move {
@@ -87,7 +100,7 @@ pub async fn serve(listener: TcpListener, metrics: MetricsSource) {
     }
 }
 
-async fn answer<B>(req: &Request<B>, metrics: &MetricsSource) -> Response<Full<Bytes>> {
+async fn answer<B, M: Render>(req: &Request<B>, metrics: &M) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }

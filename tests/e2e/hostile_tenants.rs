@@ -13,8 +13,8 @@ use support::{QUICKSTART, Via, Wisp};
 use wisp_proto::pipedservice as ps;
 
 /// A Prometheus server (Debian's `prometheus` package) scraping one target every 10 s (a debug build renders a flooded `/metrics` in seconds);
-/// stopped when dropped.
-struct Prometheus {
+/// stopped when dropped. Also scrapes `wisp bridge` in tests/e2e/deploy_k8s.rs.
+pub(crate) struct Prometheus {
     child: Child,
     addr: SocketAddr,
     _dir: tempfile::TempDir,
@@ -36,7 +36,7 @@ fn free_port() -> u16 {
 
 impl Prometheus {
     /// `None` (the test skipped) when there is no `prometheus` binary.
-    fn start(test: &str, target: SocketAddr) -> Option<Prometheus> {
+    pub(crate) fn start(test: &str, target: SocketAddr) -> Option<Prometheus> {
         let binary = std::env::var("WISP_TEST_PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("prometheus.yml");
@@ -75,7 +75,7 @@ impl Prometheus {
     }
 
     /// The instant query's result vector (empty when Prometheus is not answering yet).
-    async fn query(&self, promql: &str) -> Vec<serde_json::Value> {
+    pub(crate) async fn query(&self, promql: &str) -> Vec<serde_json::Value> {
         let q: String = form_urlencoded::byte_serialize(promql.as_bytes()).collect();
         let Ok(Ok((status, body))) = tokio::time::timeout(
             Duration::from_secs(10),
@@ -96,7 +96,7 @@ impl Prometheus {
     }
 
     /// Waits (up to two minutes) until `promql` has a result whose value is `want`.
-    async fn wait_for(&self, promql: &str, want: &str) -> Vec<serde_json::Value> {
+    pub(crate) async fn wait_for(&self, promql: &str, want: &str) -> Vec<serde_json::Value> {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let result = self.query(promql).await;

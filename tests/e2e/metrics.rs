@@ -19,7 +19,11 @@ impl Scrape {
 
     /// The samples of one server's `/metrics`.
     pub(crate) async fn at(server: &support::Server) -> Scrape {
-        let admin = server.admin_addr().expect("an admin address");
+        Scrape::at_addr(server.admin_addr().expect("an admin address")).await
+    }
+
+    /// The samples of the `/metrics` at `admin` (a server's or a bridge's admin address).
+    pub(crate) async fn at_addr(admin: std::net::SocketAddr) -> Scrape {
         let (status, body) = support::http_request_to(admin, Method::GET, "/metrics").await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let lines = body.lines().map(|l| Ok(l.to_owned()));

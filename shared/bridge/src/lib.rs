@@ -23,6 +23,7 @@ pub mod frame;
 mod headers;
 pub mod idle;
 pub mod inbound;
+pub mod metrics;
 pub mod ready;
 pub mod status;
 
@@ -165,6 +166,8 @@ pub struct Config {
     /// Serve clients over TLS with this certificate and key (an in-cluster service)
     /// instead of plaintext.
     pub inbound_tls: Option<inbound::InboundTls>,
+    /// The control plane's method names, for the metrics' `method` label.
+    pub method_names: metrics::MethodNames,
 }
 
 impl Config {
@@ -178,6 +181,7 @@ impl Config {
             ca_file: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             inbound_tls: None,
+            method_names: metrics::no_method_names,
         }
     }
 }
@@ -379,9 +383,14 @@ impl Bridge {
             );
         };
         let path = req.uri().path().to_string();
+        let (service, method) = metrics::call_labels(&path, self.inner.config.method_names);
+        let _in_flight = wisp_telemetry::BridgeInFlight::start();
         let started = Instant::now();
         match self.forward(req, &content_type).await {
             Ok(forwarded) => {
+                // A status that is not a number is one no client can read: UNKNOWN.
+                let code = forwarded.status.trim().parse::<i32>().unwrap_or(2);
+                wisp_telemetry::record_bridge_call(service, method, code, started.elapsed());
                 tracing::debug!(
                     method = %path,
                     grpc_status = %forwarded.status,
@@ -393,6 +402,12 @@ impl Bridge {
                 forwarded.response
             }
             Err(failure) => {
+                wisp_telemetry::record_bridge_call(
+                    service,
+                    method,
+                    failure.code.as_i32(),
+                    started.elapsed(),
+                );
                 tracing::warn!(
                     method = %path,
                     code = %failure.code,
@@ -512,9 +527,17 @@ impl Bridge {
             Ok::<_, UpstreamError>((parts, body))
         };
         let (resp, resp_body) = match tokio::time::timeout_at(deadline, exchange).await {
-            Err(_) => return Err(timed_out()),
+            Err(_) => {
+                wisp_telemetry::record_bridge_upstream_error("timeout");
+                return Err(timed_out());
+            }
             Ok(Ok(exchanged)) => exchanged,
             Ok(Err(UpstreamError::Send(err))) => {
+                wisp_telemetry::record_bridge_upstream_error(if err.is_connect() {
+                    "connect"
+                } else {
+                    "send"
+                });
                 let what = if err.is_connect() {
                     format!("cannot connect to the control plane at {upstream}")
                 } else {
@@ -527,6 +550,7 @@ impl Bridge {
             }
             Ok(Err(UpstreamError::Read(err))) => {
                 if err.downcast_ref::<LengthLimitError>().is_some() {
+                    wisp_telemetry::record_bridge_upstream_error("too_large");
                     return Err(Failure::new(
                         Code::ResourceExhausted,
                         format!(
@@ -535,6 +559,7 @@ impl Bridge {
                         ),
                     ));
                 }
+                wisp_telemetry::record_bridge_upstream_error("read");
                 return Err(Failure::new(
                     Code::Unavailable,
                     format!(
@@ -546,6 +571,7 @@ impl Bridge {
         };
 
         let (resp, resp_body) = inflate_response(resp, resp_body, max_response).map_err(|why| {
+            wisp_telemetry::record_bridge_upstream_error("malformed");
             Failure::new(
                 Code::Internal,
                 format!("malformed response from {upstream} for {path}: {why}"),
@@ -598,6 +624,7 @@ impl Bridge {
         let is_web = resp_type.starts_with("application/grpc-web")
             && !resp_type.starts_with("application/grpc-web-text");
         if resp.status != StatusCode::OK || !is_web {
+            wisp_telemetry::record_bridge_upstream_error("http_status");
             let detail = status::body_excerpt(&body, 160);
             let (code, mut message) = status::from_http_status(
                 resp.status,
@@ -613,6 +640,7 @@ impl Bridge {
         }
 
         let malformed = |why: String| {
+            wisp_telemetry::record_bridge_upstream_error("malformed");
             Failure::new(
                 Code::Internal,
                 format!("malformed gRPC-web response from {upstream} for {path}: {why}"),
@@ -620,6 +648,7 @@ impl Bridge {
         };
         let web = frame::parse_web_body(&body).map_err(|e| malformed(e.to_string()))?;
         let Some(trailers) = web.trailers else {
+            wisp_telemetry::record_bridge_upstream_error("malformed");
             return Err(Failure::new(
                 Code::Unavailable,
                 format!(

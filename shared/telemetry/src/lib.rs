@@ -110,6 +110,20 @@ pub const JOB_ITEMS: &str = "wisp_job_items_total";
 /// When a run of `job` last ended without error (Unix seconds).
 pub const JOB_LAST_SUCCESS: &str = "wisp_job_last_success_timestamp_seconds";
 
+/// `wisp bridge`: calls forwarded to the control plane, by `service`, `method` (from the
+/// control plane's fixed lists; `unknown` otherwise) and `code` (the gRPC status the
+/// client got, from the control plane or from the bridge itself).
+pub const BRIDGE_CALLS: &str = "wisp_bridge_calls_total";
+/// `wisp bridge`: time from a call's arrival to its answer, by `service` and `method`
+/// (seconds).
+pub const BRIDGE_DURATION: &str = "wisp_bridge_call_duration_seconds";
+/// `wisp bridge`: calls being forwarded now.
+pub const BRIDGE_IN_FLIGHT: &str = "wisp_bridge_calls_in_flight";
+/// `wisp bridge`: calls the control plane did not answer with a gRPC status, by `reason`
+/// (`connect`, `send`, `read`, `timeout`, `http_status`: the load balancer answered
+/// plain HTTP such as a 502, `too_large`, `malformed`).
+pub const BRIDGE_UPSTREAM_ERRORS: &str = "wisp_bridge_upstream_errors_total";
+
 /// Every metric name above.
 pub const ALL: &[&str] = &[
     GRPC_REQUESTS,
@@ -132,6 +146,10 @@ pub const ALL: &[&str] = &[
     JOB_DURATION,
     JOB_ITEMS,
     JOB_LAST_SUCCESS,
+    BRIDGE_CALLS,
+    BRIDGE_DURATION,
+    BRIDGE_IN_FLIGHT,
+    BRIDGE_UPSTREAM_ERRORS,
 ];
 
 /// Latency buckets (seconds) for every `_duration_seconds` histogram: from a cached
@@ -204,6 +222,20 @@ pub fn describe() {
         "Pipeds that reported within the last 2 minutes"
     );
     describe_gauge!(DEPLOYMENTS_OPEN, "Deployments not yet completed, by status");
+    describe_counter!(
+        BRIDGE_CALLS,
+        "Calls wisp bridge forwarded, by service, method and the code the client got"
+    );
+    describe_histogram!(
+        BRIDGE_DURATION,
+        Unit::Seconds,
+        "Time from a call's arrival at wisp bridge to its answer"
+    );
+    describe_gauge!(BRIDGE_IN_FLIGHT, "Calls wisp bridge is forwarding now");
+    describe_counter!(
+        BRIDGE_UPSTREAM_ERRORS,
+        "Calls the control plane did not answer with a gRPC status, by reason"
+    );
 }
 
 /// The class of a gRPC code for dashboards and alarms: `ok`; `client_error` (the caller's
@@ -269,6 +301,39 @@ pub fn record_grpc_call(service: &'static str, method: &'static str, code: i32, 
         .increment(1);
     metrics::histogram!(GRPC_DURATION, "service" => service, "method" => method)
         .record(took.as_secs_f64());
+}
+
+/// Records one call `wisp bridge` forwarded (or answered itself, when the control plane
+/// could not be reached): `code` is the gRPC status the client got.
+pub fn record_bridge_call(service: &'static str, method: &'static str, code: i32, took: Duration) {
+    metrics::counter!(BRIDGE_CALLS, "service" => service, "method" => method, "code" => grpc_code_name(code))
+        .increment(1);
+    metrics::histogram!(BRIDGE_DURATION, "service" => service, "method" => method)
+        .record(took.as_secs_f64());
+}
+
+/// Records a call the control plane did not answer with a gRPC status (see
+/// [`BRIDGE_UPSTREAM_ERRORS`] for the reasons).
+pub fn record_bridge_upstream_error(reason: &'static str) {
+    metrics::counter!(BRIDGE_UPSTREAM_ERRORS, "reason" => reason).increment(1);
+}
+
+/// A call `wisp bridge` is forwarding: counted in [`BRIDGE_IN_FLIGHT`] until dropped
+/// (also when the client goes away mid-call).
+#[derive(Debug)]
+pub struct BridgeInFlight(());
+
+impl BridgeInFlight {
+    pub fn start() -> BridgeInFlight {
+        metrics::gauge!(BRIDGE_IN_FLIGHT).increment(1.0);
+        BridgeInFlight(())
+    }
+}
+
+impl Drop for BridgeInFlight {
+    fn drop(&mut self) {
+        metrics::gauge!(BRIDGE_IN_FLIGHT).decrement(1.0);
+    }
 }
 
 /// Records one credential check: `credential` is `piped` or `api_key`; `outcome` is
@@ -552,11 +617,27 @@ pub mod prometheus {
     /// How often histograms are folded into their buckets between scrapes.
     const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
-    /// Installs the process's recorder; its handle renders the text format. Once per
-    /// process (a second call fails). Must be called within a tokio runtime: a task keeps
-    /// the recorded histogram samples folded into buckets, so that memory stays bounded
-    /// however rarely `/metrics` is scraped.
+    /// Installs the process's recorder for `wisp serve`; its handle renders the text
+    /// format. Once per process (a second call fails). Must be called within a tokio
+    /// runtime: a task keeps the recorded histogram samples folded into buckets, so that
+    /// memory stays bounded however rarely `/metrics` is scraped.
     pub fn install() -> Result<PrometheusHandle, InstallError> {
+        let handle = install_recorder()?;
+        // Present from the first scrape, so that dashboards and alerts see a zero.
+        metrics::gauge!(super::GRPC_IN_FLIGHT).set(0.0);
+        metrics::counter!(super::GRPC_SHED).absolute(0);
+        Ok(handle)
+    }
+
+    /// [`install`] for `wisp bridge`: the same recorder and buckets, with the bridge's
+    /// gauge at zero from the first scrape (and not the server's).
+    pub fn install_bridge() -> Result<PrometheusHandle, InstallError> {
+        let handle = install_recorder()?;
+        metrics::gauge!(super::BRIDGE_IN_FLIGHT).set(0.0);
+        Ok(handle)
+    }
+
+    fn install_recorder() -> Result<PrometheusHandle, InstallError> {
         let handle = PrometheusBuilder::new()
             .set_buckets_for_metric(
                 Matcher::Suffix("_duration_seconds".into()),
@@ -580,9 +661,6 @@ pub mod prometheus {
                 upkeep.run_upkeep();
             }
         });
-        // Present from the first scrape, so that dashboards and alerts see a zero.
-        metrics::gauge!(super::GRPC_IN_FLIGHT).set(0.0);
-        metrics::counter!(super::GRPC_SHED).absolute(0);
         Ok(handle)
     }
 }

@@ -15,6 +15,8 @@ use super::{CliOutput, READY_TIMEOUT, wisp_command};
 pub struct Bridge {
     child: Child,
     addr: SocketAddr,
+    /// Where `/metrics` is served, with `--admin-addr`.
+    admin: Option<SocketAddr>,
     log: PathBuf,
 }
 
@@ -65,11 +67,15 @@ impl Bridge {
         let mut bridge = Bridge {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin: None,
             log,
         };
         loop {
             match rx.recv_timeout(READY_TIMEOUT) {
                 Ok(line) => {
+                    if let Some(addr) = line.strip_prefix("wisp bridge admin listening on ") {
+                        bridge.admin = Some(addr.trim().parse().expect("address in the line"));
+                    }
                     if let Some(addr) = line.strip_prefix("wisp bridge listening on ") {
                         bridge.addr = addr.trim().parse().expect("address in the ready line");
                         return bridge;
@@ -85,6 +91,12 @@ impl Bridge {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of `/metrics` (the bridge was started with `--admin-addr`).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin
+            .expect("the bridge serves /metrics (--admin-addr)")
     }
 
     pub fn pid(&self) -> u32 {

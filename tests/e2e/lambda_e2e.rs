@@ -1,7 +1,7 @@
 //! The serverless deployment end to end, on one machine: an upstream-style client speaks
 //! native gRPC to `wisp bridge`, which forwards gRPC-web over HTTP to the ALB emulator,
 //! which invokes the real Lambda `bootstrap` binaries through a Lambda Runtime API
-//! emulator; the functions keep their state in DynamoDB Local and moto S3 and read their
+//! emulator (cargo-lambda's; `jobs` on the hand-written one, tests/README.md); the functions keep their state in DynamoDB Local and moto S3 and read their
 //! config and key from moto's Secrets Manager (tests/e2e/support/lambda.rs).
 //!
 //! Needs the stand-ins (`scripts/test` starts them) and the function binaries

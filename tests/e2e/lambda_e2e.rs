@@ -214,3 +214,40 @@ async fn metrics_as_embedded_metric_format_lines() {
     );
     assert_eq!(emf_sum(&jobs, "wisp_job_runs_total", &[]), 0.0);
 }
+
+/// The ALB adapter in front of the functions' Runtime API holds the ALB's request limit
+/// (shared/lambda/src/alb_limits.rs): a body one byte over it is refused with 413 before
+/// any function sees it; a body at the limit is handed to the function, which answers.
+#[tokio::test]
+async fn the_alb_refuses_a_body_over_its_limit_before_the_function() {
+    use support::lambda::ALB_MAX_REQUEST_BODY;
+    let Some(wisp) =
+        Wisp::start_lambda("the_alb_refuses_a_body_over_its_limit_before_the_function")
+    else {
+        return;
+    };
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let path = "/grpc.service.webservice.WebService/GetMe";
+    let headers = [("content-type", "application/grpc-web+proto")];
+    let before = front.invocations("wisp-web-api");
+    let over = wisp
+        .http_post(path, &headers, vec![0; ALB_MAX_REQUEST_BODY + 1])
+        .await;
+    assert_eq!(over.status, http::StatusCode::PAYLOAD_TOO_LARGE, "{over:?}");
+    assert_eq!(
+        front.invocations("wisp-web-api"),
+        before,
+        "no function saw it"
+    );
+    let at = wisp
+        .http_post(path, &headers, vec![0; ALB_MAX_REQUEST_BODY])
+        .await;
+    assert_eq!(front.invocations("wisp-web-api"), before + 1);
+    assert_ne!(
+        at.status,
+        http::StatusCode::BAD_GATEWAY,
+        "the function must answer a body at the limit: {:?}\n{}",
+        at.status,
+        front.log_text("wisp-web-api")
+    );
+}

@@ -78,7 +78,7 @@ const SCHEDULED: &[&str] = &["wisp-jobs"];
 mod alb_limits {
     include!("../../../shared/lambda/src/alb_limits.rs");
 }
-use alb_limits::{ALB_MAX_REQUEST_BODY, ALB_MAX_RESPONSE_JSON};
+pub use alb_limits::{ALB_MAX_REQUEST_BODY, ALB_MAX_RESPONSE_JSON};
 /// The `http` function's WISP_WEB_PREFIX, as the Terraform module and SAM template set it.
 pub const WEB_PREFIX: &str = "console/";
 

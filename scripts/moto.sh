@@ -82,7 +82,8 @@ start() {
   local bin
   bin=$(moto_bin) || { echo "moto.sh: cannot install or run moto_server" >&2; exit 1; }
   # moto_server with S3's conditional writes made atomic (scripts/lib/moto_atomic.py);
-  # for start-iam also its IAM signature check fixed (scripts/lib/moto_iam_server.py).
+  # for start-iam also its IAM check fixed for escaped queries and presigned URLs
+  # (scripts/lib/moto_iam_server.py, tests/README.md "moto under IAM").
   local cmd=("$(moto_python)" "$root/scripts/lib/moto_atomic.py")
   if [[ ${1:-} == iam ]]; then
     cmd=("$(moto_python)" "$root/scripts/lib/moto_iam_server.py")

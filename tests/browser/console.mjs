@@ -8,7 +8,12 @@
 //   node console.mjs '{"url": "...", "project": "...", "username": "...", "password": "...",
 //                      "query": "?deployment=...&stage=...", "screenshot": "out.png",
 //                      "compare": {"dir": "tests/browser/reference", "out": "/tmp/x",
-//                                  "update": false}}'
+//                                  "update": false},
+//                      "logout": {"cookie": "token"}}'
+//
+// With `logout`, the console is then logged out through the logout page's button; the
+// session cookie it held before, the page's text after, and the cookie's values left
+// in the browser are printed under `logout`.
 //
 // With `compare`, the login page and the deployment page are shot at a fixed size with
 // the regions that change from run to run (class `dynamic`) masked, and compared with
@@ -154,6 +159,23 @@ try {
   out.page.visibleText = await page.innerText("body");
   if (args.screenshot) await page.screenshot({ path: args.screenshot });
   if (args.compare) out.screenshots.deployment = await shootAndCompare(page, "deployment");
+  if (args.logout) {
+    // Logging out as the user does: the logout page's button. What the page then shows
+    // (the console without a session) goes to `out.logout`, with its errors.
+    const before = { errors: out.errors.length, failed: out.failedRequests.length };
+    const session = (await context.cookies()).find((c) => c.name === args.logout.cookie);
+    out.logout = { sessionCookie: session ? session.value : null };
+    await page.goto(`${args.url}/auth/logout`);
+    out.logout.pageText = await page.innerText("body");
+    await Promise.all([page.waitForURL(`${args.url}/`), page.click("button[type=submit]")]);
+    await page.waitForSelector(done);
+    out.logout.visibleText = await page.innerText("body");
+    out.logout.cookiesAfter = (await context.cookies())
+      .filter((c) => c.name === args.logout.cookie)
+      .map((c) => c.value);
+    out.logout.errors = out.errors.splice(before.errors);
+    out.logout.failedRequests = out.failedRequests.splice(before.failed);
+  }
 } catch (e) {
   out.errors.push(`driver: ${e.message}`);
 } finally {

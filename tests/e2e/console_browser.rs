@@ -207,6 +207,7 @@ async fn drive_browser(
     deployment: &str,
     screenshot: &Path,
     compare: bool,
+    logout: bool,
 ) -> serde_json::Value {
     let mut args = serde_json::json!({
         "url": url,
@@ -216,6 +217,9 @@ async fn drive_browser(
         "query": format!("?deployment={deployment}&stage=build"),
         "screenshot": screenshot,
     });
+    if logout {
+        args["logout"] = serde_json::json!({ "cookie": "token" });
+    }
     if compare {
         args["compare"] = serde_json::json!({
             "dir": reference_dir(),
@@ -447,6 +451,7 @@ async fn console_in_a_browser_on_wisp_serve() {
         &deployment,
         &shot,
         true,
+        false,
     )
     .await;
     assert_console_worked(&out, "hello-pipecd", &blocks, "wisp serve");
@@ -477,7 +482,7 @@ async fn console_in_a_browser_through_alb_and_lambda() {
     let (username, password) = front.admin.clone().expect("the static admin");
     let shot = wisp.data_dir().join("console-lambda.png");
     let url = format!("http://localhost:{}", wisp.addr().port());
-    let out = drive_browser(&url, &username, &password, &deployment, &shot, false).await;
+    let out = drive_browser(&url, &username, &password, &deployment, &shot, false, false).await;
     if out["errors"] != serde_json::json!([]) {
         eprintln!("the http function's log:\n{}", front.log_text("wisp-http"));
     }
@@ -576,4 +581,133 @@ async fn an_oversized_stage_log_is_trimmed_with_a_note_through_alb_and_lambda() 
     let sent: usize = kept.iter().map(|b| b.log.len()).sum();
     let total: usize = blocks.iter().map(|b| b.log.len()).sum();
     println!("incompressible stage log: {sent} of {total} bytes sent through the ALB");
+}
+
+/// The console in Chromium through the ALB emulator to the real function bootstraps, each
+/// holding only the grants `flavour`'s deployment code gives its role, on a moto_server
+/// enforcing IAM (tests/e2e/support/iam.rs): the static admin logs in through the form
+/// (`http`), sees the home page and a deployment's page (`web-api`; the bundles come
+/// from the bucket by the presigned URLs `http` signs with its own grants), and logs out
+/// with the logout page's button; the old session cookie is then refused by `web-api`
+/// within the documented bound. No call may be refused by IAM.
+async fn console_in_a_browser_under_iam(flavour: support::iam::Flavour, test: &str) {
+    if browser_available(test).is_none() {
+        return;
+    }
+    let Some(stack) = support::iam::IamStack::start(test, flavour, |_| {}) else {
+        return;
+    };
+    let wisp = &stack.wisp;
+    let web_prefix = stack
+        .derived
+        .grants("http")
+        .env
+        .get("WISP_WEB_PREFIX")
+        .cloned()
+        .unwrap_or_default();
+    let console = build_console();
+    // As the operator, as an administrator would.
+    let uploaded = wisp.cli_json(&[
+        "console",
+        "upload",
+        console.path().to_str().expect("UTF-8 path"),
+    ]);
+    assert_eq!(uploaded["uploaded"], 4, "{uploaded}");
+    assert_eq!(uploaded["prefix"], web_prefix.as_str(), "{uploaded}");
+
+    let (deployment, blocks) = deployment_with_a_large_log(wisp, Via::Bridge).await;
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let shot = wisp.data_dir().join("console-iam.png");
+    let url = format!("http://localhost:{}", wisp.addr().port());
+    let out = drive_browser(&url, &username, &password, &deployment, &shot, false, true).await;
+    let pretty = serde_json::to_string_pretty(&out).unwrap_or_default();
+    if out["errors"] != serde_json::json!([]) {
+        eprintln!("the http function's log:\n{}", front.log_text("wisp-http"));
+    }
+    let label = format!("{flavour:?} grants");
+    assert_console_worked(&out, &username, &blocks, &label);
+    stack.assert_no_access_denied("the console in a browser");
+    stack.assert_calls_within_grants();
+
+    // The bundles came from the bucket, by URLs `http` presigned: moto checked them as
+    // `http`'s own GetObject on the console's prefix.
+    let bundles: Vec<_> = stack
+        .function_calls()
+        .into_iter()
+        .filter(|(function, call)| {
+            function == "http"
+                && call.action == "s3:GetObject"
+                && call
+                    .resource
+                    .contains(&format!("/{}{web_prefix}assets/", stack.derived.prefix))
+        })
+        .collect();
+    assert!(
+        bundles.len() >= 2 && bundles.iter().all(|(_, c)| c.status == 200),
+        "{label}: the entry script and the chunk by presigned URL: {bundles:?}"
+    );
+
+    // Logged out in the browser: the cookie gone, the console without a session.
+    let logout = &out["logout"];
+    assert_eq!(logout["errors"], serde_json::json!([]), "{label}: {pretty}");
+    assert_eq!(
+        logout["failedRequests"],
+        serde_json::json!([]),
+        "{label}: {pretty}"
+    );
+    assert!(
+        logout["pageText"]
+            .as_str()
+            .is_some_and(|t| t.contains("Log out of PipeCD?")),
+        "{label}: the logout page: {pretty}"
+    );
+    assert_eq!(
+        logout["cookiesAfter"],
+        serde_json::json!([]),
+        "{label}: {pretty}"
+    );
+    let after = logout["visibleText"].as_str().unwrap_or_default();
+    assert!(
+        after.contains("GetMe") && after.contains("grpc-status 16"),
+        "{label}: after logging out the console must be refused (UNAUTHENTICATED): {pretty}"
+    );
+    stack.assert_no_access_denied("logout in a browser");
+
+    // The session the browser held, refused by another function than the one that
+    // ended it (`web-api`, not `http`).
+    let token = logout["sessionCookie"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| panic!("{label}: the browser held no session: {pretty}"))
+        .to_string();
+    let console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    crate::iam_enforced::until_refused("the browser's session after logout", || {
+        let mut c = console.clone();
+        async move { c.get_me(web::GetMeRequest {}).await }
+    })
+    .await;
+    assert!(front.invocations("wisp-web-api") >= 3);
+    keep_screenshot(
+        &shot,
+        &format!("console-iam-{flavour:?}.png").to_lowercase(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn console_in_a_browser_with_the_terraform_grants() {
+    console_in_a_browser_under_iam(
+        support::iam::Flavour::Terraform,
+        "console_in_a_browser_with_the_terraform_grants",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn console_in_a_browser_with_the_sam_grants() {
+    console_in_a_browser_under_iam(
+        support::iam::Flavour::Sam,
+        "console_in_a_browser_with_the_sam_grants",
+    )
+    .await;
 }

@@ -49,7 +49,7 @@ const JOBS: [&str; 5] = [
 ];
 
 /// Calls `call` until it fails with UNAUTHENTICATED, within [`BOUND`].
-async fn until_refused<F, Fut, T>(what: &str, mut call: F)
+pub(crate) async fn until_refused<F, Fut, T>(what: &str, mut call: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, tonic::Status>>,

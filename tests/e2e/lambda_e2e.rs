@@ -1,7 +1,7 @@
 //! The serverless deployment end to end, on one machine: an upstream-style client speaks
 //! native gRPC to `wisp bridge`, which forwards gRPC-web over HTTP to the ALB emulator,
 //! which invokes the real Lambda `bootstrap` binaries through a Lambda Runtime API
-//! emulator; the functions keep their state in DynamoDB Local and moto S3 and read their
+//! emulator (cargo-lambda's; `jobs` on the hand-written one, tests/README.md); the functions keep their state in DynamoDB Local and moto S3 and read their
 //! config and key from moto's Secrets Manager (tests/e2e/support/lambda.rs).
 //!
 //! Needs the stand-ins (`scripts/test` starts them) and the function binaries
@@ -213,4 +213,41 @@ async fn metrics_as_embedded_metric_format_lines() {
         1.0
     );
     assert_eq!(emf_sum(&jobs, "wisp_job_runs_total", &[]), 0.0);
+}
+
+/// The ALB adapter in front of the functions' Runtime API holds the ALB's request limit
+/// (shared/lambda/src/alb_limits.rs): a body one byte over it is refused with 413 before
+/// any function sees it; a body at the limit is handed to the function, which answers.
+#[tokio::test]
+async fn the_alb_refuses_a_body_over_its_limit_before_the_function() {
+    use support::lambda::ALB_MAX_REQUEST_BODY;
+    let Some(wisp) =
+        Wisp::start_lambda("the_alb_refuses_a_body_over_its_limit_before_the_function")
+    else {
+        return;
+    };
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let path = "/grpc.service.webservice.WebService/GetMe";
+    let headers = [("content-type", "application/grpc-web+proto")];
+    let before = front.invocations("wisp-web-api");
+    let over = wisp
+        .http_post(path, &headers, vec![0; ALB_MAX_REQUEST_BODY + 1])
+        .await;
+    assert_eq!(over.status, http::StatusCode::PAYLOAD_TOO_LARGE, "{over:?}");
+    assert_eq!(
+        front.invocations("wisp-web-api"),
+        before,
+        "no function saw it"
+    );
+    let at = wisp
+        .http_post(path, &headers, vec![0; ALB_MAX_REQUEST_BODY])
+        .await;
+    assert_eq!(front.invocations("wisp-web-api"), before + 1);
+    assert_ne!(
+        at.status,
+        http::StatusCode::BAD_GATEWAY,
+        "the function must answer a body at the limit: {:?}\n{}",
+        at.status,
+        front.log_text("wisp-web-api")
+    );
 }

@@ -455,10 +455,26 @@ fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
     r
 }
 
-/// (access key id, action, resource) of a signed request; `None` for unsigned ones.
+/// (access key id, action, resource) of a signed request, by its `Authorization` header
+/// or, for a presigned URL (the console's bundles, fetched by the browser), by its
+/// `X-Amz-Credential` query parameter; `None` for unsigned ones.
 fn describe(parts: &http::request::Parts, body: &[u8]) -> Option<(String, String, String)> {
-    let auth = parts.headers.get("authorization")?.to_str().ok()?;
-    let credential = auth.split("Credential=").nth(1)?.split(',').next()?;
+    let presigned = parts.uri.query().and_then(|q| {
+        q.split('&')
+            .find_map(|p| p.strip_prefix("X-Amz-Credential="))
+            .map(percent_decode)
+    });
+    let credential = match parts.headers.get("authorization") {
+        Some(auth) => auth
+            .to_str()
+            .ok()?
+            .split("Credential=")
+            .nth(1)?
+            .split(',')
+            .next()?
+            .to_string(),
+        None => presigned?,
+    };
     let mut scope = credential.split('/');
     let key = scope.next()?.to_string();
     let service = scope.nth(2)?.to_string();

@@ -5,6 +5,14 @@
 //! response back into HTTP. State lives on the AWS stand-ins (DynamoDB Local, moto), the
 //! config and the encryption key in Secrets Manager (moto), as in a deployment.
 //!
+//! The Runtime API of the functions behind the ALB is cargo-lambda's, a maintained
+//! emulator (PyPI `cargo-lambda`, `cargo lambda watch --only-lambda-apis`; one process
+//! serves every function at `/.rt/<function>`, and invokes them at
+//! `/2015-03-31/functions/<function>/invocations`). The ALB emulator here is only the
+//! adapter in front: the event shape and the ALB's limits. The scheduled `jobs` function
+//! stays on the hand-written Runtime API below, and `WISP_TEST_RUNTIME_API=hand-written`
+//! puts every function there (tests/README.md, "The Lambda Runtime API", says why).
+//!
 //! Like AWS, each function instance handles one event at a time; the ALB emulator queues
 //! the rest. The ALB's limits for Lambda targets hold here as there: a request body over
 //! 1 MB is refused with 413 before any function sees it, and a function response whose
@@ -26,6 +34,9 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -67,7 +78,7 @@ const SCHEDULED: &[&str] = &["wisp-jobs"];
 mod alb_limits {
     include!("../../../shared/lambda/src/alb_limits.rs");
 }
-use alb_limits::{ALB_MAX_REQUEST_BODY, ALB_MAX_RESPONSE_JSON};
+pub use alb_limits::{ALB_MAX_REQUEST_BODY, ALB_MAX_RESPONSE_JSON};
 /// The `http` function's WISP_WEB_PREFIX, as the Terraform module and SAM template set it.
 pub const WEB_PREFIX: &str = "console/";
 
@@ -75,6 +86,11 @@ pub const WEB_PREFIX: &str = "console/";
 const INVOKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a function may take to reach its first `next` call.
 const INIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// cargo-lambda's `--timeout`, far beyond any test: it bounds the Runtime API's `next`
+/// long poll too, answering an idle function's `next` with a 408 that carries no request
+/// id, on which lambda_runtime panics and the function exits. The ALB adapter keeps the
+/// ALB's own timeout ([`INVOKE_TIMEOUT`]) on each invocation.
+const CARGO_LAMBDA_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// The directory cargo put the workspace's binaries in (this test's `../..`).
 pub fn binary_dir() -> PathBuf {
@@ -110,6 +126,126 @@ pub type FunctionEnv = HashMap<&'static str, Vec<(String, Option<String>)>>;
 /// Where a function's response (or error text) goes.
 type Reply = oneshot::Sender<Result<Vec<u8>, String>>;
 
+/// How an event reaches a function instance.
+#[derive(Clone)]
+enum Invoker {
+    /// The hand-written Runtime API's queue.
+    Queue(mpsc::UnboundedSender<Invocation>),
+    /// cargo-lambda's invoke endpoint for the function.
+    CargoLambda {
+        url: String,
+        client: Arc<HyperClient<HttpConnector, Full<Bytes>>>,
+    },
+}
+
+/// The PyPI package the tests install (scripts/test, .ci/run) for the Runtime API.
+pub const CARGO_LAMBDA: &str = "cargo-lambda==1.9.2";
+/// `hand-written` runs every function on the hand-written Runtime API instead.
+pub const RUNTIME_API_VAR: &str = "WISP_TEST_RUNTIME_API";
+
+/// cargo-lambda's Runtime API emulator, serving every function it is given.
+struct CargoLambda {
+    child: Child,
+    log: PathBuf,
+    /// `http://127.0.0.1:PORT`.
+    base: String,
+}
+
+impl CargoLambda {
+    /// Whether to use it: yes unless `WISP_TEST_RUNTIME_API=hand-written`, or it is not
+    /// installed (a note; a failure under `WISP_REQUIRE_AWS_TESTS=1`).
+    fn wanted() -> bool {
+        if std::env::var(RUNTIME_API_VAR).as_deref() == Ok("hand-written") {
+            return false;
+        }
+        let installed = Command::new("cargo-lambda")
+            .args(["lambda", "--version"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !installed {
+            let what = format!(
+                "cargo-lambda is not installed (pip install {CARGO_LAMBDA}; scripts/test \
+                 installs it)"
+            );
+            assert!(
+                std::env::var("WISP_REQUIRE_AWS_TESTS").as_deref() != Ok("1"),
+                "{what}, but WISP_REQUIRE_AWS_TESTS=1 requires the Lambda tests to run on it"
+            );
+            eprintln!("note: {what}: the functions run on the hand-written Runtime API");
+        }
+        installed
+    }
+
+    /// Starts `cargo lambda watch --only-lambda-apis` for `functions` on a free port.
+    /// It takes the function names from a Cargo manifest's binaries (invocations of
+    /// other names are refused), so it runs in a directory holding one that names them.
+    fn start(dir: &Path, functions: &[&str]) -> CargoLambda {
+        let project = dir.join("cargo-lambda");
+        std::fs::create_dir_all(&project).expect("cargo-lambda's directory");
+        let mut manifest = String::from(
+            "[package]\nname = \"wisp-functions\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+             [workspace]\n",
+        );
+        for name in functions {
+            manifest.push_str(&format!("[[bin]]\nname = \"{name}\"\npath = \"main.rs\"\n"));
+        }
+        std::fs::write(project.join("Cargo.toml"), manifest).expect("its manifest");
+        std::fs::write(project.join("main.rs"), "fn main() {}\n").expect("its main.rs");
+        let log = dir.join("cargo-lambda.log");
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let out = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .expect("open cargo-lambda's log");
+            let mut child = Command::new("cargo-lambda")
+                .args([
+                    "lambda",
+                    "watch",
+                    "--only-lambda-apis",
+                    "-A",
+                    "127.0.0.1",
+                    "-P",
+                ])
+                .arg(port.to_string())
+                .arg("--timeout")
+                .arg(CARGO_LAMBDA_TIMEOUT.as_secs().to_string())
+                .current_dir(&project)
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().expect("log handle"))
+                .stderr(out)
+                .spawn()
+                .expect("start cargo-lambda");
+            let started = Instant::now();
+            loop {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return CargoLambda {
+                        child,
+                        log,
+                        base: format!("http://127.0.0.1:{port}"),
+                    };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // the port was taken meanwhile, most likely: another one
+                }
+                assert!(
+                    started.elapsed() < INIT_TIMEOUT,
+                    "cargo-lambda did not listen within {INIT_TIMEOUT:?}:\n{}",
+                    read_log(&log)
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!("cargo-lambda did not start:\n{}", read_log(&log));
+    }
+}
+
 /// One invocation waiting for, or held by, a function instance.
 struct Invocation {
     event: Vec<u8>,
@@ -125,13 +261,14 @@ struct RuntimeApi {
     init_error: Mutex<Option<String>>,
 }
 
-/// A function: its process, its Runtime API emulator, and how to invoke it.
+/// A function: its process, its Runtime API emulator (the hand-written one's state, or
+/// none for cargo-lambda's), and how to invoke it.
 struct Function {
     name: &'static str,
     child: Child,
     log: PathBuf,
-    invoke: mpsc::UnboundedSender<Invocation>,
-    api: Arc<RuntimeApi>,
+    invoke: Invoker,
+    api: Option<Arc<RuntimeApi>>,
 }
 
 /// The running emulation; everything stops on drop.
@@ -179,27 +316,72 @@ impl LambdaFront {
             .build()
             .expect("the emulator's runtime");
 
+        // The functions behind the ALB on cargo-lambda's Runtime API; the scheduled ones
+        // on the hand-written one (tests/README.md).
+        let on_cargo_lambda: Vec<&'static str> = binaries
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| !SCHEDULED.contains(name))
+            .collect();
+        let cargo_lambda = CargoLambda::wanted().then(|| CargoLambda::start(dir, &on_cargo_lambda));
         let mut functions = Vec::new();
         for (name, path) in binaries {
             let (dir, backend, config_secret) =
                 (dir.to_path_buf(), backend.clone(), config_secret.clone());
             let own = env.get(name).cloned().unwrap_or_default();
+            let base = cargo_lambda
+                .as_ref()
+                .filter(|_| on_cargo_lambda.contains(&name))
+                .map(|c| c.base.clone());
             let function = run_on(&runtime, async move {
-                start_function(name, &path, &dir, &backend, &config_secret, &own).await
+                start_function(name, &path, &dir, &backend, &config_secret, &own, base).await
             });
             functions.push(function);
         }
 
-        // Wait for every instance to finish init (its first `next`).
+        // Wait for every instance to finish init: its first `next` on the hand-written
+        // Runtime API; on cargo-lambda's, its answer to the ALB's health check (which the
+        // ALB also sends before it routes traffic to a target).
         let spawned = Instant::now();
         let mut init_times = Vec::new();
         for f in &mut functions {
+            let Some(api) = f.api.clone() else {
+                let probe = runtime.spawn(invoke(f.invoke.clone(), health_check_event(f.name)));
+                loop {
+                    if probe.is_finished() {
+                        let answer = run_on(&runtime, probe).expect("the health check ran");
+                        let answer = answer.unwrap_or_else(|e| {
+                            panic!("{}: health check failed: {e}\n{}", f.name, read_log(&f.log))
+                        });
+                        let answer = alb_response(&answer)
+                            .unwrap_or_else(|e| panic!("{}: health check answer: {e}", f.name));
+                        assert_eq!(answer.status(), StatusCode::OK, "{}: health check", f.name);
+                        init_times.push((f.name, spawned.elapsed()));
+                        break;
+                    }
+                    if let Ok(Some(status)) = f.child.try_wait() {
+                        panic!(
+                            "{} exited during init ({status}):\n{}",
+                            f.name,
+                            read_log(&f.log)
+                        );
+                    }
+                    assert!(
+                        spawned.elapsed() < INIT_TIMEOUT,
+                        "{} did not answer a health check within {INIT_TIMEOUT:?}:\n{}",
+                        f.name,
+                        read_log(&f.log)
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                continue;
+            };
             loop {
-                if let Some(at) = *f.api.ready.lock().expect("ready") {
+                if let Some(at) = *api.ready.lock().expect("ready") {
                     init_times.push((f.name, at.duration_since(spawned)));
                     break;
                 }
-                if let Some(err) = f.api.init_error.lock().expect("init error").clone() {
+                if let Some(err) = api.init_error.lock().expect("init error").clone() {
                     panic!(
                         "{} reported an init error: {err}\n{}",
                         f.name,
@@ -241,13 +423,17 @@ impl LambdaFront {
         let unrouted = Unrouted::default();
         runtime.spawn(serve_alb(listener, routes.clone(), unrouted.clone()));
 
+        let mut children: Vec<(&'static str, Child, PathBuf)> = functions
+            .into_iter()
+            .map(|f| (f.name, f.child, f.log))
+            .collect();
+        if let Some(c) = cargo_lambda {
+            children.push(("cargo-lambda", c.child, c.log));
+        }
         LambdaFront {
             addr,
             functions: routes,
-            children: functions
-                .into_iter()
-                .map(|f| (f.name, f.child, f.log))
-                .collect(),
+            children,
             runtime: Some(runtime),
             init_times,
             admin: None,
@@ -277,9 +463,7 @@ impl LambdaFront {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tx = route.tx.clone();
         let event = serde_json::to_vec(event).expect("event JSON");
-        run_on(self.runtime.as_ref().expect("running"), async move {
-            invoke(&tx, event).await
-        })
+        run_on(self.runtime.as_ref().expect("running"), invoke(tx, event))
     }
 
     /// How many events `function` has been sent.
@@ -348,19 +532,33 @@ async fn start_function(
     backend: &AwsBackend,
     config_secret: &str,
     own_env: &[(String, Option<String>)],
+    cargo_lambda: Option<String>,
 ) -> Function {
-    let (invoke, queue) = mpsc::unbounded_channel();
-    let api = Arc::new(RuntimeApi {
-        queue: tokio::sync::Mutex::new(queue),
-        in_flight: Mutex::new(HashMap::new()),
-        ready: Mutex::new(None),
-        init_error: Mutex::new(None),
-    });
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a Runtime API emulator");
-    let runtime_api = listener.local_addr().expect("Runtime API address");
-    tokio::spawn(serve_runtime_api(listener, api.clone()));
+    // cargo-lambda's Runtime API (at `base`), or a hand-written one of its own.
+    let (runtime_api, invoke, api) = match cargo_lambda {
+        Some(base) => {
+            let invoker = Invoker::CargoLambda {
+                url: format!("{base}/2015-03-31/functions/{name}/invocations"),
+                client: Arc::new(HyperClient::builder(TokioExecutor::new()).build_http()),
+            };
+            (format!("{base}/.rt/{name}"), invoker, None)
+        }
+        None => {
+            let (invoke, queue) = mpsc::unbounded_channel();
+            let api = Arc::new(RuntimeApi {
+                queue: tokio::sync::Mutex::new(queue),
+                in_flight: Mutex::new(HashMap::new()),
+                ready: Mutex::new(None),
+                init_error: Mutex::new(None),
+            });
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind a Runtime API emulator");
+            let addr = listener.local_addr().expect("Runtime API address");
+            tokio::spawn(serve_runtime_api(listener, api.clone()));
+            (addr.to_string(), Invoker::Queue(invoke), Some(api))
+        }
+    };
 
     let log = dir.join(format!("{name}.log"));
     let out = OpenOptions::new()
@@ -373,7 +571,7 @@ async fn start_function(
         cmd.env(key, value);
     }
     super::aws::child_env(&mut cmd);
-    cmd.env("AWS_LAMBDA_RUNTIME_API", runtime_api.to_string())
+    cmd.env("AWS_LAMBDA_RUNTIME_API", runtime_api)
         .env("AWS_LAMBDA_FUNCTION_NAME", name)
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
@@ -408,14 +606,57 @@ async fn start_function(
     }
 }
 
-async fn invoke(tx: &mpsc::UnboundedSender<Invocation>, event: Vec<u8>) -> Result<Vec<u8>, String> {
-    let (reply, response) = oneshot::channel();
-    tx.send(Invocation { event, reply })
-        .map_err(|_| "the function is gone".to_string())?;
-    match tokio::time::timeout(INVOKE_TIMEOUT, response).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) => Err("the function dropped the invocation".into()),
-        Err(_) => Err(format!("no response within {INVOKE_TIMEOUT:?}")),
+/// Invokes a function with `event`: its response, or the error it (or its Runtime API)
+/// reported.
+async fn invoke(invoker: Invoker, event: Vec<u8>) -> Result<Vec<u8>, String> {
+    match invoker {
+        Invoker::Queue(tx) => {
+            let (reply, response) = oneshot::channel();
+            tx.send(Invocation { event, reply })
+                .map_err(|_| "the function is gone".to_string())?;
+            match tokio::time::timeout(INVOKE_TIMEOUT, response).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(_)) => Err("the function dropped the invocation".into()),
+                Err(_) => Err(format!("no response within {INVOKE_TIMEOUT:?}")),
+            }
+        }
+        Invoker::CargoLambda { url, client } => {
+            let request = Request::post(&url)
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(event)))
+                .map_err(|e| e.to_string())?;
+            let call = async {
+                let response = client.request(request).await.map_err(|e| e.to_string())?;
+                let status = response.status();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .to_bytes();
+                // A function error comes back as a 500 with the error document. A
+                // response over 1 MiB comes back as an empty 200 (cargo-lambda 1.9.2
+                // drops it); over the ALB's limit either way, and never empty otherwise.
+                if status == StatusCode::OK && body.is_empty() {
+                    Err(
+                        "cargo-lambda passed on an empty response (it drops those over \
+                         1 MiB)"
+                            .into(),
+                    )
+                } else if status == StatusCode::OK {
+                    Ok(body.to_vec())
+                } else {
+                    Err(format!(
+                        "cargo-lambda answered {status}: {}",
+                        String::from_utf8_lossy(&body)
+                    ))
+                }
+            };
+            match tokio::time::timeout(INVOKE_TIMEOUT, call).await {
+                Ok(result) => result,
+                Err(_) => Err(format!("no response within {INVOKE_TIMEOUT:?}")),
+            }
+        }
     }
 }
 
@@ -531,7 +772,7 @@ async fn runtime_api(api: Arc<RuntimeApi>, req: Request<Incoming>) -> HttpRespon
 
 /// How the emulator reaches one function, and how often it did.
 struct Route {
-    tx: mpsc::UnboundedSender<Invocation>,
+    tx: Invoker,
     log: PathBuf,
     invocations: std::sync::atomic::AtomicU64,
 }
@@ -586,40 +827,9 @@ async fn alb(routes: Routes, unrouted: Unrouted, req: Request<Incoming>) -> Http
         return respond(StatusCode::BAD_GATEWAY, format!("no function {function}"));
     };
 
-    // A target group with multi-value headers off: one value per header (the last one),
-    // names lower-cased, the body always base64 (ALB does so for binary content types).
-    let mut headers = serde_json::Map::new();
-    for (name, value) in &parts.headers {
-        if let Ok(value) = value.to_str() {
-            headers.insert(name.as_str().to_string(), value.into());
-        }
-    }
-    let query: serde_json::Map<String, serde_json::Value> = parts
-        .uri
-        .query()
-        .map(|q| {
-            q.split('&')
-                .filter(|kv| !kv.is_empty())
-                .map(|kv| {
-                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                    (k.to_string(), serde_json::Value::from(v))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let event = serde_json::json!({
-        "requestContext": {"elb": {"targetGroupArn":
-            format!("arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/{function}/0123456789abcdef")}},
-        "httpMethod": parts.method.as_str(),
-        "path": parts.uri.path(),
-        "queryStringParameters": query,
-        "headers": headers,
-        "body": BASE64.encode(&body),
-        "isBase64Encoded": true,
-    });
-    let event = serde_json::to_vec(&event).expect("event JSON");
+    let event = alb_event(function, &parts.method, &parts.uri, &parts.headers, &body);
     invocations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let reply = match invoke(tx, event).await {
+    let reply = match invoke(tx.clone(), event).await {
         Ok(reply) => reply,
         Err(e) => {
             eprintln!(
@@ -647,6 +857,63 @@ async fn alb(routes: Routes, unrouted: Unrouted, req: Request<Incoming>) -> Http
         eprintln!("ALB emulator: {function} sent an invalid response: {e}");
         respond(StatusCode::BAD_GATEWAY, "502 Bad Gateway")
     })
+}
+
+/// The ALB's target-group event for a request to `function`: multi-value headers off, so
+/// one value per header (the last one), names lower-cased; the body always base64 (ALB
+/// does so for binary content types).
+fn alb_event(
+    function: &str,
+    method: &http::Method,
+    uri: &http::Uri,
+    request_headers: &http::HeaderMap,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut headers = serde_json::Map::new();
+    for (name, value) in request_headers {
+        if let Ok(value) = value.to_str() {
+            headers.insert(name.as_str().to_string(), value.into());
+        }
+    }
+    let query: serde_json::Map<String, serde_json::Value> = uri
+        .query()
+        .map(|q| {
+            q.split('&')
+                .filter(|kv| !kv.is_empty())
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                    (k.to_string(), serde_json::Value::from(v))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let event = serde_json::json!({
+        "requestContext": {"elb": {"targetGroupArn":
+            format!("arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/{function}/0123456789abcdef")}},
+        "httpMethod": method.as_str(),
+        "path": uri.path(),
+        "queryStringParameters": query,
+        "headers": headers,
+        "body": BASE64.encode(body),
+        "isBase64Encoded": true,
+    });
+    serde_json::to_vec(&event).expect("event JSON")
+}
+
+/// The ALB's target health check, as its health checker sends it (`GET /`).
+fn health_check_event(function: &str) -> Vec<u8> {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static("ELB-HealthChecker/2.0"),
+    );
+    alb_event(
+        function,
+        &http::Method::GET,
+        &http::Uri::from_static("/"),
+        &headers,
+        &[],
+    )
 }
 
 /// An ALB target-group response (`statusCode`, `headers` and/or `multiValueHeaders`,

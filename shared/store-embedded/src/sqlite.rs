@@ -335,7 +335,7 @@ impl SqliteDatastore {
                 )
             })?;
             reader.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
-            reader.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+            configure(&reader)?;
             readers.push(Mutex::new(reader));
         }
         match Arc::get_mut(&mut datastore.inner) {
@@ -355,7 +355,7 @@ impl SqliteDatastore {
 
     fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Self> {
         migrate(&mut conn)?;
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        configure(&conn)?;
         let conn = Arc::new(Mutex::new(conn));
         let (writes, queued) = std::sync::mpsc::channel();
         let writer_conn = conn.clone();
@@ -437,6 +437,15 @@ impl SqliteDatastore {
         if self.inner.readers.is_empty() {
             return self.run(move |conn| f(conn)).await;
         }
+        // An idle reader runs the read here, on the runtime's thread: an indexed read of a
+        // WAL database takes microseconds and never waits for the writer, while handing it
+        // to the blocking pool and back cost more than the read itself (two thread wake-ups
+        // per poll; see benches/README.md, "Where a poll's time goes").
+        for reader in &self.inner.readers {
+            if let Ok(conn) = reader.try_lock() {
+                return f(&conn);
+            }
+        }
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let n = inner.readers.len();
@@ -454,6 +463,24 @@ impl SqliteDatastore {
         .await
         .map_err(|e| StoreError::internal_from("sqlite task failed", e))?
     }
+}
+
+/// Settings of every connection. The query planner's stability guarantee (QPSG): without
+/// it, SQLite plans each statement for the values bound to it (checking that `iN_pk = ?`
+/// implies the partial index's `iN_pk IS NOT NULL` marks every `?` compared as
+/// plan-relevant), so a cached statement was parsed and planned again on every call with
+/// another piped's key or another second's `now`: 9 % of the server's CPU on the poll path
+/// (benches/README.md, "Where a poll's time goes"). Our statements' plans never depend on
+/// the values (no `ANALYZE`), and the partial indexes are still used: the column's own
+/// equality implies `IS NOT NULL`.
+fn configure(conn: &Connection) -> Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(map_err)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(())
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {
@@ -888,11 +915,39 @@ mod tests {
         rows.join("\n")
     }
 
+    /// A cached statement is planned once: binding another key or time does not make
+    /// SQLite parse and plan it again (it did on every poll before QPSG).
+    #[test]
+    fn cached_queries_are_not_prepared_again_for_new_values() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        migrate(&mut conn).expect("migrate");
+        configure(&conn).expect("configure");
+        let q = Query::new(Kind::Command, 1, "p");
+        let (sql, _) = query_sql(&q, None, 0, 10);
+        for n in 0..20 {
+            let mut q = Query::new(Kind::Command, 1, format!("project/piped-{n}"));
+            q.page_size = 10;
+            let (_, values) = query_sql(&q, None, n, 10);
+            let mut stmt = conn.prepare_cached(&sql).expect("prepare");
+            let rows = stmt
+                .query_map(params_from_iter(values), read_row)
+                .expect("query")
+                .count();
+            assert_eq!(rows, 0);
+            assert_eq!(
+                stmt.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "call {n} prepared the statement again"
+            );
+        }
+    }
+
     /// Every query shape is an index range read, never a table scan or a sort.
     #[test]
     fn queries_use_the_slot_index() {
         let mut conn = Connection::open_in_memory().expect("open");
         migrate(&mut conn).expect("migrate");
+        configure(&conn).expect("configure");
         let cursor = || {
             Some(QueryCursor {
                 s: "m".into(),

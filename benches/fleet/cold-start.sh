@@ -10,7 +10,7 @@ W=${WISP:-target/release/wisp}
 PIPEDS=${1:-3000}
 DURATION=${2:-6m}
 OUT=${OUT:-/tmp/wisp-cold-start}
-ADDR=127.0.0.1:18778
+ADDR=${ADDR:-127.0.0.1:18778}
 mkdir -p "$OUT"
 D=$(mktemp -d)
 trap 'kill $S 2>/dev/null; rm -rf "$D"' EXIT

@@ -9,11 +9,26 @@
 //! while `wisp serve` runs: each process opens its own [`SqliteDatastore`], and every
 //! write is a short `BEGIN IMMEDIATE` transaction.
 //!
-//! rusqlite is blocking: every operation runs on the blocking thread pool
-//! (`spawn_blocking`). Writes share one connection behind a `std::sync::Mutex`; reads of
-//! a file database go to a small pool of read-only connections, which WAL lets run
-//! beside the writer, so a burst of polls does not queue behind one lock. Statements are
-//! prepared once per connection and cached.
+//! rusqlite is blocking. Writes go to one writer thread, which owns the write connection
+//! and commits them in groups: it takes every write waiting (at most [`MAX_BATCH`]), runs
+//! each inside a savepoint of one `BEGIN IMMEDIATE` transaction (a write that fails is
+//! rolled back alone; the others do not see it), commits once, and only then answers
+//! each caller. Unrelated writers therefore no longer queue one commit (and one thread
+//! of the blocking pool, fighting for the connection's lock) behind another: a burst of
+//! 100 writes is one commit. Each write still sees every write before it (they run in
+//! arrival order on one connection), so the optimistic version checks are unchanged.
+//!
+//! Durability is SQLite's WAL with `synchronous = NORMAL`, as before the writer thread: a
+//! write is answered once its group is committed to the WAL, so a crash of the process
+//! loses no answered write; a power cut (or an OS crash) may lose the groups committed
+//! since the last checkpoint's `fsync`, never corrupt the file.
+//!
+//! Reads of a file database go to a small pool of read-only connections, which WAL lets
+//! run beside the writer, so a burst of polls does not queue behind one lock. A read runs
+//! on the calling thread when a reader is idle (an indexed read takes microseconds and a
+//! WAL reader never waits for the writer), else on the blocking thread pool
+//! (`spawn_blocking`). Statements are prepared once per connection and cached, and
+//! planned once (see `configure`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,7 +88,11 @@ pub struct SqliteDatastore {
 }
 
 struct Inner {
-    conn: Mutex<Connection>,
+    /// The write connection: the writer thread's while it commits a group; reads of an
+    /// in-memory database and the schema's set-up use it too.
+    conn: Arc<Mutex<Connection>>,
+    /// Writes for the writer thread, which stops once this is dropped.
+    writes: std::sync::mpsc::Sender<Box<dyn Write>>,
     /// Read-only connections (empty for an in-memory database, whose data no second
     /// connection can see); reads then use `conn`.
     readers: Vec<Mutex<Connection>>,
@@ -87,6 +106,182 @@ const READERS: usize = 4;
 
 /// Prepared statements kept per connection (the record paths use a dozen or so shapes).
 const STATEMENT_CACHE: usize = 64;
+
+/// Most writes committed in one transaction by the writer thread: a bound on how long
+/// the first of them waits for the others (each takes some microseconds).
+pub const MAX_BATCH: usize = 256;
+
+/// One write waiting for the writer thread.
+trait Write: Send {
+    /// Runs the write on the connection, inside the group's transaction. Returns whether it
+    /// succeeded, and what answers its caller once the group's fate is known.
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Box<dyn Answer>);
+    /// Answers the caller with `error` without running the write.
+    fn fail(self: Box<Self>, error: StoreError);
+}
+
+/// The answer of a write that ran, sent once its group is committed (or is not).
+trait Answer: Send {
+    /// `committed` is the group's commit (or rollback) error, if any.
+    fn send(self: Box<Self>, committed: Option<&GroupError>);
+}
+
+/// Why a group of writes was not committed: a SQLite error, kept as its code and words
+/// for each caller's error.
+#[derive(Debug, Clone)]
+struct GroupError {
+    code: Option<ErrorCode>,
+    message: String,
+}
+
+impl GroupError {
+    fn new(context: &str, e: &rusqlite::Error) -> Self {
+        GroupError {
+            code: e.sqlite_error_code(),
+            message: format!("{context}: {e}"),
+        }
+    }
+
+    fn to_store_error(&self) -> StoreError {
+        let source = std::io::Error::other(self.message.clone());
+        match self.code {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+                StoreError::unavailable_from("sqlite busy", source)
+            }
+            _ => StoreError::unavailable_from("sqlite write not committed", source),
+        }
+    }
+}
+
+struct PendingWrite<T, F> {
+    op: F,
+    reply: tokio::sync::oneshot::Sender<Result<T>>,
+}
+
+struct PendingAnswer<T> {
+    result: Result<T>,
+    reply: tokio::sync::oneshot::Sender<Result<T>>,
+}
+
+impl<T, F> Write for PendingWrite<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Box<dyn Answer>) {
+        let PendingWrite { op, reply } = *self;
+        let result = op(conn);
+        (result.is_ok(), Box::new(PendingAnswer { result, reply }))
+    }
+
+    fn fail(self: Box<Self>, error: StoreError) {
+        // The caller may have gone (its call cancelled): nobody to tell.
+        let _ = self.reply.send(Err(error));
+    }
+}
+
+impl<T: Send> Answer for PendingAnswer<T> {
+    fn send(self: Box<Self>, committed: Option<&GroupError>) {
+        let result = match committed {
+            None => self.result,
+            // Its own error first: it wrote nothing anyway.
+            Some(_) if self.result.is_err() => self.result,
+            Some(e) => Err(e.to_store_error()),
+        };
+        let _ = self.reply.send(result);
+    }
+}
+
+/// The writer thread: commits the waiting writes in groups until `writes` is closed.
+fn write_groups(conn: Arc<Mutex<Connection>>, writes: std::sync::mpsc::Receiver<Box<dyn Write>>) {
+    while let Ok(first) = writes.recv() {
+        let mut group = Vec::with_capacity(16);
+        group.push(first);
+        while group.len() < MAX_BATCH {
+            match writes.try_recv() {
+                Ok(write) => group.push(write),
+                Err(_) => break,
+            }
+        }
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+        commit_group(&conn, group);
+    }
+}
+
+/// Runs `group` in one transaction, each write in a savepoint of its own, commits, and
+/// answers every caller.
+fn commit_group(conn: &Connection, group: Vec<Box<dyn Write>>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        let error = GroupError::new("beginning a write", &e);
+        for write in group {
+            write.fail(error.to_store_error());
+        }
+        return;
+    }
+    let mut answers: Vec<Box<dyn Answer>> = Vec::with_capacity(group.len());
+    let mut aborted: Option<GroupError> = None;
+    let mut rest = group.into_iter();
+    for write in rest.by_ref() {
+        if let Err(e) = savepoint(conn, "SAVEPOINT w") {
+            let error = GroupError::new("opening a savepoint", &e);
+            write.fail(error.to_store_error());
+            aborted = Some(error);
+            break;
+        }
+        // A write that panics is answered (its reply dropped: an internal error) and rolled
+        // back alone; the thread goes on with the others.
+        let ok = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write.run(conn))) {
+            Ok((ok, answer)) => {
+                answers.push(answer);
+                ok
+            }
+            Err(_) => false,
+        };
+        if conn.is_autocommit() {
+            // SQLite rolled the whole transaction back (an I/O error, a full disk): the
+            // writes of the group so far are gone with it.
+            aborted = Some(GroupError {
+                code: None,
+                message: "the group's transaction was rolled back by sqlite".into(),
+            });
+            break;
+        }
+        let ended = if ok {
+            savepoint(conn, "RELEASE w")
+        } else {
+            savepoint(conn, "ROLLBACK TO w").and_then(|()| savepoint(conn, "RELEASE w"))
+        };
+        if let Err(e) = ended {
+            aborted = Some(GroupError::new("closing a savepoint", &e));
+            break;
+        }
+    }
+    let committed = match aborted {
+        Some(e) => Err(e),
+        None => conn
+            .execute_batch("COMMIT")
+            .map_err(|e| GroupError::new("committing writes", &e)),
+    };
+    let failed = committed.err();
+    if failed.is_some() && !conn.is_autocommit() {
+        // Nothing of the group may stay pending on the connection.
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    for answer in answers {
+        answer.send(failed.as_ref());
+    }
+    let not_run = failed.unwrap_or_else(|| GroupError {
+        code: None,
+        message: "the group's transaction failed".into(),
+    });
+    for write in rest {
+        write.fail(not_run.to_store_error());
+    }
+}
+
+fn savepoint(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
 
 impl std::fmt::Debug for SqliteDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,7 +337,7 @@ impl SqliteDatastore {
                 )
             })?;
             reader.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
-            reader.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+            configure(&reader)?;
             readers.push(Mutex::new(reader));
         }
         match Arc::get_mut(&mut datastore.inner) {
@@ -162,10 +357,18 @@ impl SqliteDatastore {
 
     fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Self> {
         migrate(&mut conn)?;
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        configure(&conn)?;
+        let conn = Arc::new(Mutex::new(conn));
+        let (writes, queued) = std::sync::mpsc::channel();
+        let writer_conn = conn.clone();
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || write_groups(writer_conn, queued))
+            .map_err(|e| StoreError::unavailable_from("starting the sqlite writer thread", e))?;
         Ok(SqliteDatastore {
             inner: Arc::new(Inner {
-                conn: Mutex::new(conn),
+                conn,
+                writes,
                 readers: Vec::new(),
                 next_reader: AtomicUsize::new(0),
                 path,
@@ -182,7 +385,7 @@ impl SqliteDatastore {
     /// Returns how many were removed. For a periodic batch job.
     pub async fn purge_expired(&self) -> Result<usize> {
         let now = now_unix();
-        self.run(move |conn| {
+        self.write(move |conn| {
             conn.execute(
                 "DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?1",
                 [now],
@@ -209,6 +412,23 @@ impl SqliteDatastore {
         .map_err(|e| StoreError::internal_from("sqlite task failed", e))?
     }
 
+    /// Runs the write `f` on the writer thread, in the next group it commits; answers once
+    /// that group is committed.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.inner
+            .writes
+            .send(Box::new(PendingWrite { op: f, reply }))
+            .map_err(|_| StoreError::internal("the sqlite writer thread has stopped"))?;
+        answer
+            .await
+            .map_err(|_| StoreError::internal("the sqlite writer thread dropped a write"))?
+    }
+
     /// Runs the read-only `f` on a read connection (the writer for an in-memory
     /// database) on the blocking pool: the first idle one, else the next in turn.
     async fn run_read<T, F>(&self, f: F) -> Result<T>
@@ -218,6 +438,15 @@ impl SqliteDatastore {
     {
         if self.inner.readers.is_empty() {
             return self.run(move |conn| f(conn)).await;
+        }
+        // An idle reader runs the read here, on the runtime's thread: an indexed read of a
+        // WAL database takes microseconds and never waits for the writer, while handing it
+        // to the blocking pool and back cost more than the read itself (two thread wake-ups
+        // per poll; see benches/README.md, "Where a poll's time goes").
+        for reader in &self.inner.readers {
+            if let Ok(conn) = reader.try_lock() {
+                return f(&conn);
+            }
         }
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
@@ -236,6 +465,24 @@ impl SqliteDatastore {
         .await
         .map_err(|e| StoreError::internal_from("sqlite task failed", e))?
     }
+}
+
+/// Settings of every connection. The query planner's stability guarantee (QPSG): without
+/// it, SQLite plans each statement for the values bound to it (checking that `iN_pk = ?`
+/// implies the partial index's `iN_pk IS NOT NULL` marks every `?` compared as
+/// plan-relevant), so a cached statement was parsed and planned again on every call with
+/// another piped's key or another second's `now`: 9 % of the server's CPU on the poll path
+/// (benches/README.md, "Where a poll's time goes"). Our statements' plans never depend on
+/// the values (no `ANALYZE`), and the partial indexes are still used: the column's own
+/// equality implies `IS NOT NULL`.
+fn configure(conn: &Connection) -> Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(map_err)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(())
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {
@@ -480,7 +727,7 @@ impl Datastore for SqliteDatastore {
     async fn create(&self, kind: Kind, record: Record) -> Result<()> {
         check_id(&record.id)?;
         let now = now_unix();
-        self.run(move |conn| {
+        self.write(move |conn| {
             let id = record.id.clone();
             let mut values = vec![Value::Text(kind.as_str().into()), Value::Text(id.clone())];
             values.extend(record_values(record));
@@ -513,11 +760,8 @@ impl Datastore for SqliteDatastore {
     async fn put(&self, kind: Kind, record: Record, expected_version: u64) -> Result<()> {
         check_id(&record.id)?;
         let now = now_unix();
-        self.run(move |conn| {
+        self.write(move |tx| {
             let id = record.id.clone();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
             // A version beyond i64 cannot be stored, so it can only mismatch.
             let changed = match i64::try_from(expected_version) {
                 Ok(expected) => {
@@ -539,14 +783,14 @@ impl Datastore for SqliteDatastore {
                 Err(_) => 0,
             };
             if changed == 0 {
-                return Err(match live_version(&tx, kind, &id, now)? {
+                return Err(match live_version(tx, kind, &id, now)? {
                     None => StoreError::NotFound(format!("{kind} {id}")),
                     Some(found) => StoreError::Conflict(format!(
                         "{kind} {id}: expected version {expected_version}, found {found}"
                     )),
                 });
             }
-            tx.commit().map_err(map_err)
+            Ok(())
         })
         .await
     }
@@ -554,10 +798,7 @@ impl Datastore for SqliteDatastore {
     async fn delete(&self, kind: Kind, id: &str, expected_version: u64) -> Result<()> {
         let id = id.to_string();
         let now = now_unix();
-        self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+        self.write(move |tx| {
             let changed = match i64::try_from(expected_version) {
                 Ok(expected) => tx
                     .prepare_cached(&format!(
@@ -569,14 +810,14 @@ impl Datastore for SqliteDatastore {
                 Err(_) => 0,
             };
             if changed == 0 {
-                return Err(match live_version(&tx, kind, &id, now)? {
+                return Err(match live_version(tx, kind, &id, now)? {
                     None => StoreError::NotFound(format!("{kind} {id}")),
                     Some(found) => StoreError::Conflict(format!(
                         "{kind} {id}: expected version {expected_version}, found {found}"
                     )),
                 });
             }
-            tx.commit().map_err(map_err)
+            Ok(())
         })
         .await
     }
@@ -676,11 +917,39 @@ mod tests {
         rows.join("\n")
     }
 
+    /// A cached statement is planned once: binding another key or time does not make
+    /// SQLite parse and plan it again (it did on every poll before QPSG).
+    #[test]
+    fn cached_queries_are_not_prepared_again_for_new_values() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        migrate(&mut conn).expect("migrate");
+        configure(&conn).expect("configure");
+        let q = Query::new(Kind::Command, 1, "p");
+        let (sql, _) = query_sql(&q, None, 0, 10);
+        for n in 0..20 {
+            let mut q = Query::new(Kind::Command, 1, format!("project/piped-{n}"));
+            q.page_size = 10;
+            let (_, values) = query_sql(&q, None, n, 10);
+            let mut stmt = conn.prepare_cached(&sql).expect("prepare");
+            let rows = stmt
+                .query_map(params_from_iter(values), read_row)
+                .expect("query")
+                .count();
+            assert_eq!(rows, 0);
+            assert_eq!(
+                stmt.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "call {n} prepared the statement again"
+            );
+        }
+    }
+
     /// Every query shape is an index range read, never a table scan or a sort.
     #[test]
     fn queries_use_the_slot_index() {
         let mut conn = Connection::open_in_memory().expect("open");
         migrate(&mut conn).expect("migrate");
+        configure(&conn).expect("configure");
         let cursor = || {
             Some(QueryCursor {
                 s: "m".into(),

@@ -234,6 +234,69 @@ async fn two_handles_share_one_file() {
     assert_eq!(seen, (0..20).collect::<Vec<_>>());
 }
 
+/// Writes arriving together are committed together (the writer thread's groups): each
+/// still gets its own answer, a write refused among them changes nothing, and the others
+/// are kept, visible to another handle once answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_committed_together_keep_their_own_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("wisp.db");
+    let ds: Arc<dyn Datastore> = Arc::new(SqliteDatastore::open(&path).expect("open"));
+    let other = SqliteDatastore::open(&path).expect("second handle");
+    for n in 0..200 {
+        ds.create(Kind::Piped, sample(&format!("r{n}")))
+            .await
+            .expect("create");
+    }
+    let mut tasks = Vec::new();
+    for n in 0..200u64 {
+        let ds = ds.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut record = sample(&format!("r{n}"));
+            record.data = format!("written {n}").into_bytes();
+            match n % 4 {
+                // A stale version: refused.
+                0 => ds.put(Kind::Piped, record, 7).await,
+                // An id that exists: refused.
+                1 => ds.create(Kind::Piped, record).await,
+                // Kept.
+                2 => ds.put(Kind::Piped, record, 1).await,
+                _ => ds.delete(Kind::Piped, &record.id, 1).await,
+            }
+        }));
+    }
+    for (n, task) in tasks.into_iter().enumerate() {
+        let result = task.await.expect("writer");
+        let id = format!("r{n}");
+        match n % 4 {
+            0 => assert_err_conflict(result),
+            1 => assert!(
+                matches!(result, Err(StoreError::AlreadyExists(_))),
+                "{id}: {result:?}"
+            ),
+            2 => {
+                result.expect("put");
+                let got = other.get(Kind::Piped, &id).await.expect("get");
+                assert_eq!(
+                    (got.version, got.data),
+                    (2, format!("written {n}").into_bytes())
+                );
+            }
+            _ => {
+                result.expect("delete");
+                assert!(matches!(
+                    other.get(Kind::Piped, &id).await,
+                    Err(StoreError::NotFound(_))
+                ));
+            }
+        }
+        if n % 4 < 2 {
+            let got = other.get(Kind::Piped, &id).await.expect("unchanged");
+            assert_eq!((got.version, got.data), (1, b"payload".to_vec()), "{id}");
+        }
+    }
+}
+
 fn assert_err_conflict(result: Result<(), StoreError>) {
     assert!(
         matches!(result, Err(StoreError::Conflict(_))),

@@ -6,7 +6,9 @@
 # bound a second later), for SECONDS. It answers the server's pings
 # and settings, as a real client would. Standard library only (HTTP/2 framed by hand,
 # headers as HPACK literals).
-#   python3 benches/hostile/stall.py HOST:PORT "API-KEY <id>.<secret>" [CONNS] [STREAMS] [SECONDS]
+# MODE `reopen`: a call refused for the streams-per-connection bound is reopened at once
+# too (a tight loop of new streams, the variant of issue 33 that made fleet calls fail).
+#   python3 benches/hostile/stall.py HOST:PORT "API-KEY <id>.<secret>" [CONNS] [STREAMS] [SECONDS] [stall|reopen]
 # Prints, at the end (or on SIGTERM), the calls opened and how the server ended them.
 import collections, signal, socket, struct, sys, threading, time
 
@@ -14,6 +16,9 @@ addr, auth = sys.argv[1], sys.argv[2]
 CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 11
 STREAMS = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 SECONDS = float(sys.argv[5]) if len(sys.argv) > 5 else 180
+MODE = sys.argv[6] if len(sys.argv) > 6 else "stall"
+if MODE not in ("stall", "reopen"):
+    sys.exit(f"MODE must be stall or reopen, not {MODE}")
 host, port = addr.rsplit(":", 1)
 PATH = "/grpc.service.apiservice.APIService/ListApplications"
 stop_at = time.time() + SECONDS
@@ -115,7 +120,10 @@ def connection():
                     code = int.from_bytes(payload[:4], "big")
                     if code == 7:  # REFUSED_STREAM: past the streams per connection
                         count("calls refused (streams per connection)")
-                        retry.append(time.time() + 1)
+                        if MODE == "reopen":
+                            open_stream()
+                        else:
+                            retry.append(time.time() + 1)
                     else:
                         count("calls reset by the server")
                         open_stream()

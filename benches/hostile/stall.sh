@@ -5,7 +5,8 @@
 # serve` each. Prints calls, failures and p99 per RPC for both; the JSON reports, the
 # attacker's counts and the server's peak RSS are left in $OUT (default
 # /tmp/wisp-stall-bench).
-#   benches/hostile/stall.sh [PIPEDS] [DURATION] [CONNS] [STREAMS]
+#   benches/hostile/stall.sh [PIPEDS] [DURATION] [CONNS] [STREAMS] [stall|reopen]
+# (`reopen`: refused calls are reopened at once, a tight loop; see stall.py.)
 # Extra `wisp serve` flags in $SERVE_ARGS (e.g. "--max-in-flight 64").
 set -eu
 W=${WISP:-target/release/wisp}
@@ -13,8 +14,9 @@ PIPEDS=${1:-200}
 DURATION=${2:-3m}
 CONNS=${3:-11}
 STREAMS=${4:-100}
+MODE=${5:-stall}
 OUT=${OUT:-/tmp/wisp-stall-bench}
-ADDR=127.0.0.1:18779
+ADDR=${ADDR:-127.0.0.1:18779}
 mkdir -p "$OUT"
 secs() { case $1 in *m) echo $((${1%m} * 60)) ;; *s) echo "${1%s}" ;; *) echo "$1" ;; esac; }
 run() {
@@ -31,7 +33,7 @@ run() {
       python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
     # Longer than the run (the simulator registers its fleet first); stopped after it.
     python3 benches/hostile/stall.py "$ADDR" "API-KEY $KEY" "$CONNS" "$STREAMS" \
-      $(($(secs "$DURATION") + 600)) > "$OUT/$name-attack.txt" 2>&1 &
+      $(($(secs "$DURATION") + 600)) "$MODE" > "$OUT/$name-attack.txt" 2>&1 &
     A=$!
   fi
   "$W" simulate --target "http://$ADDR" --pipeds "$PIPEDS" --apps-per-piped 5 \

@@ -1,6 +1,7 @@
 //! The gate in front of each gRPC service: the caller is authenticated from the headers
-//! before a byte of the body is read, and the body is then read, decompressed and checked
-//! within the bound of its RPC before tonic decodes it.
+//! before a byte of the body is read, its call rate checked ([`crate::rate`]), and the
+//! body is then read, decompressed and checked within the bound of its RPC before tonic
+//! decodes it.
 //!
 //! Why not tonic's own limits: they are per service (one bound for a 64-byte `GetPiped` and
 //! a multi-megabyte live state), they apply after the handler is called, which is where
@@ -106,6 +107,19 @@ pub struct OnAdmitted(pub Arc<dyn Fn(&Principal) + Send + Sync>);
 impl std::fmt::Debug for OnAdmitted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("OnAdmitted")
+    }
+}
+
+/// Put in a request's extensions by the connection it came on: called when the gate
+/// refuses the call for its caller's call rate ([`crate::rate`]), so that a connection
+/// whose client keeps coming back at once can be closed: each refused call still costs
+/// its headers and its authentication.
+#[derive(Clone)]
+pub struct OnRateRefused(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for OnRateRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnRateRefused")
     }
 }
 
@@ -446,8 +460,17 @@ async fn pass<A: Admit>(
     };
     let source = req.extensions().get::<ClientAddr>().map(|c| c.0);
     let caller = admit.admit(method, req.headers(), source).await?;
+    let principal = A::principal(&caller);
     if let Some(OnAdmitted(admitted)) = req.extensions().get::<OnAdmitted>() {
-        admitted(&A::principal(&caller));
+        admitted(&principal);
+    }
+    // How fast this caller opens calls, before any work for this one (issue 33: the
+    // shares bound what a caller holds, not how fast it comes back when refused).
+    if let Err(refused) = crate::rate::check(&principal) {
+        if let Some(OnRateRefused(refused)) = req.extensions().get::<OnRateRefused>() {
+            refused();
+        }
+        return Err(refused);
     }
     let encoding = match req.headers().get("grpc-encoding").map(|v| v.as_bytes()) {
         None | Some(b"identity") => Encoding::Identity,
@@ -459,7 +482,7 @@ async fn pass<A: Admit>(
         }
     };
     let (mut parts, mut body) = req.into_parts();
-    let mut charge = budget.start(A::principal(&caller));
+    let mut charge = budget.start(principal);
     // A compressed body of a bounded message is at most slightly bigger than the message.
     let wire_limit = limit + FRAME_HEADER + limit / 64 + 1024;
     let mut wire = BytesMut::new();

@@ -7,7 +7,8 @@
 # /tmp/wisp-stall-bench).
 #   benches/hostile/stall.sh [PIPEDS] [DURATION] [CONNS] [STREAMS] [stall|reopen]
 # (`reopen`: refused calls are reopened at once, a tight loop; see stall.py.)
-# Extra `wisp serve` flags in $SERVE_ARGS (e.g. "--max-in-flight 64").
+# Extra `wisp serve` flags in $SERVE_ARGS (e.g. "--max-in-flight 64"); RUNS="stall" skips
+# the quiet run (default "quiet stall"); ADDR the address to serve on.
 set -eu
 W=${WISP:-target/release/wisp}
 PIPEDS=${1:-200}
@@ -52,6 +53,7 @@ for rpc, l in sorted(r["latency_ms"].items()):
     print(f"  {rpc:<45} p50 {l['p50']:>8} ms  p99 {l['p99']:>8} ms  max {l['max']:>8} ms")
 PY
 }
-run quiet no
-run stall yes
+for r in ${RUNS:-quiet stall}; do
+  case $r in quiet) run quiet no ;; stall) run stall yes ;; esac
+done
 echo "attacker: $(tail -1 "$OUT/stall-attack.txt")"

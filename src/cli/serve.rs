@@ -89,7 +89,8 @@ pub struct ServeArgs {
     pub max_in_flight: usize,
     /// Most calls per second one piped, API key or console user may make (checked once
     /// the caller is authenticated, before any work for the call), with bursts of five
-    /// seconds' worth; past it, calls get RESOURCE_EXHAUSTED (which pipeds retry).
+    /// seconds' worth; past it, calls get RESOURCE_EXHAUSTED (which pipeds retry), after
+    /// 2 s.
     #[arg(long, env = "WISP_MAX_CALL_RATE", default_value_t = DEFAULT_CALL_RATE)]
     pub max_call_rate: u32,
     /// Most calls per second the callers of one project may make together (bursts of

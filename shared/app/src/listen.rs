@@ -5,14 +5,11 @@
 //! (a quarter of the cap); when neither is found, the server stops accepting (new clients
 //! wait in the kernel's backlog) until one closes. So a flood of idle, unauthenticated or
 //! one credential's connections can neither exhaust file descriptors nor keep pipeds and
-//! browsers out. A connection whose calls were refused [`MAX_RATE_REFUSALS_PER_CONNECTION`]
-//! times for their caller's call rate is closed: a client that reopens each refused call
-//! at once must connect again, instead of costing the server a refusal per round trip.
+//! browsers out.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -23,19 +20,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use tower::{Layer, Service};
 use wisp_bridge::idle::{Activity, FIRST_BYTES_TIMEOUT, IdleTimeout, Place, Places};
-use wisp_transport::gate::{ClientAddr, OnAdmitted, OnRateRefused};
-
-/// Calls of one connection refused for their caller's call rate before it is closed.
-/// A client that backs off when refused (every piped: it retries after a second or more)
-/// gets a few a second at most while over its rate.
-pub const MAX_RATE_REFUSALS_PER_CONNECTION: usize = 64;
+use wisp_transport::gate::{ClientAddr, OnAdmitted};
 
 /// An accepted connection holding one of the `max` places until it is dropped.
 #[derive(Debug)]
 pub struct LimitedConn {
     stream: IdleTimeout<TcpStream>,
     activity: Arc<Activity>,
-    refused: Arc<AtomicUsize>,
     _place: Place,
 }
 
@@ -44,8 +35,6 @@ pub struct LimitedConn {
 pub struct ConnInfo {
     tcp: TcpConnectInfo,
     activity: Arc<Activity>,
-    /// Calls refused for their caller's call rate.
-    refused: Arc<AtomicUsize>,
 }
 
 /// Accepts from `listener`, at most `max` connections open at once, each closed after
@@ -69,7 +58,6 @@ pub fn limited(
                     let conn = LimitedConn {
                         stream: IdleTimeout::with_activity(stream, first, idle, activity.clone()),
                         activity,
-                        refused: Arc::default(),
                         _place: place,
                     };
                     return Some((Ok(conn), (listener, places)));
@@ -91,7 +79,6 @@ impl Connected for LimitedConn {
         ConnInfo {
             tcp: self.stream.get_ref().connect_info(),
             activity: self.activity.clone(),
-            refused: self.refused.clone(),
         }
     }
 }
@@ -143,12 +130,6 @@ where
                     let (project, id) = (&principal.project, &principal.id);
                     activity.trust_as(&format!("{}:{project}{id}", project.len()));
                 })));
-            let (activity, refused) = (info.activity.clone(), info.refused.clone());
-            req.extensions_mut().insert(OnRateRefused(Arc::new(move || {
-                if refused.fetch_add(1, Ordering::AcqRel) + 1 >= MAX_RATE_REFUSALS_PER_CONNECTION {
-                    activity.close();
-                }
-            })));
             info.activity.request()
         });
         let response = self.inner.call(req);

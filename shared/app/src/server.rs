@@ -37,12 +37,17 @@ use crate::listen::{ConnectionLayer, limited};
 
 /// Calls one connection may have in flight (an upstream piped makes a few at a time).
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 100;
-/// Calls refused on one connection for [`MAX_STREAMS_PER_CONNECTION`] (or another error
-/// of its client's) before the connection is closed (GOAWAY `ENHANCE_YOUR_CALM`). hyper's
-/// default, which tonic turns off unless set: without it, a client that reopens each
-/// refused call at once costs the server a refusal per round trip, forever (issue 33).
-/// A client that honours the server's SETTINGS (every gRPC library) is never refused.
-pub const MAX_REFUSED_STREAMS_PER_CONNECTION: usize = 1024;
+/// Calls refused on one connection for [`MAX_STREAMS_PER_CONNECTION`] (or reset for
+/// another error of its client's) before the connection is closed (GOAWAY
+/// `ENHANCE_YOUR_CALM`). tonic turns hyper's bound (1024) off unless set: a client could
+/// make the server refuse or reset streams on one connection forever (issue 33; the
+/// resets hyper's bound is for, RUSTSEC-2024-0003, queue up when the client does not
+/// read). Not hyper's 1024: a refusal costs the server little, and a client closed
+/// after 1024 of them connects again and opens new calls, each one authenticated: with
+/// 1024, the reopening attack of benches/hostile (`stall.sh ... reopen`) slowed the
+/// fleet more than without a bound. A client that honours the server's SETTINGS (every
+/// gRPC library) is never refused.
+pub const MAX_REFUSED_STREAMS_PER_CONNECTION: usize = 65_536;
 /// Streams a client opens and resets before the server accepted them, waiting in one
 /// connection's queue, before the connection is closed (h2's default, set here so that
 /// it does not change under us: the "rapid reset" attack).

@@ -110,19 +110,6 @@ impl std::fmt::Debug for OnAdmitted {
     }
 }
 
-/// Put in a request's extensions by the connection it came on: called when the gate
-/// refuses the call for its caller's call rate ([`crate::rate`]), so that a connection
-/// whose client keeps coming back at once can be closed: each refused call still costs
-/// its headers and its authentication.
-#[derive(Clone)]
-pub struct OnRateRefused(pub Arc<dyn Fn() + Send + Sync>);
-
-impl std::fmt::Debug for OnRateRefused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OnRateRefused")
-    }
-}
-
 /// The caller the gate admitted for `request`. Every service is served behind its gate
 /// (`into_server`), so a request that carries none was not admitted and is refused.
 pub fn admitted<C: Clone + Send + Sync + 'static, T>(
@@ -466,12 +453,7 @@ async fn pass<A: Admit>(
     }
     // How fast this caller opens calls, before any work for this one (issue 33: the
     // shares bound what a caller holds, not how fast it comes back when refused).
-    if let Err(refused) = crate::rate::check(&principal) {
-        if let Some(OnRateRefused(refused)) = req.extensions().get::<OnRateRefused>() {
-            refused();
-        }
-        return Err(refused);
-    }
+    crate::rate::check(&principal).await?;
     let encoding = match req.headers().get("grpc-encoding").map(|v| v.as_bytes()) {
         None | Some(b"identity") => Encoding::Identity,
         Some(b"gzip") => Encoding::Gzip,

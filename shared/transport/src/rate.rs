@@ -6,8 +6,16 @@
 //! caller *holds* at once; they do not bound how fast it *opens* calls. Issue 33: a
 //! READ_ONLY API key of another project that reopened a call in a tight loop each time
 //! one was refused (about 1,900 new streams a second) made 733 of 4,847 fleet calls time
-//! out. Past its rate, a caller's call gets `RESOURCE_EXHAUSTED` at once (which pipeds
-//! retry), counted with the calls turned away past `--max-in-flight`.
+//! out. Past its rate, a caller's call gets `RESOURCE_EXHAUSTED` (which pipeds retry),
+//! counted with the calls turned away past `--max-in-flight`.
+//!
+//! On `wisp serve` the refusal is answered after [`REFUSAL_HOLD`] (at most
+//! [`MAX_HELD_REFUSALS`] held at once, the others answered at once): a client that opens
+//! a new call as soon as one is answered would otherwise loop as fast as the server
+//! answers, each call costing its headers and its authentication; held, its calls take
+//! the streams of its connections. Closing the connection of such a client was measured
+//! to be worse: it connects again and its new calls must all be authenticated
+//! (benches/README.md, `hostile`).
 //!
 //! Rates are GCRA buckets ([`governor`]): a principal may make
 //! [`BURST_SECONDS`] × its rate calls at once (a piped starting up, a console page
@@ -21,11 +29,13 @@
 //! `wisp serve` installs its rates once per process ([`CallRate::install`], from
 //! `--max-call-rate` and `--max-project-call-rate`). Elsewhere (the Lambda functions) the
 //! process's rates are read from `WISP_MAX_CALL_RATE` and `WISP_MAX_PROJECT_CALL_RATE`
-//! (the defaults when unset): per instance there, since instances share no memory.
+//! (the defaults when unset): per instance there, since instances share no memory, and
+//! refusals are answered at once (an instance serves one call at a time).
 
 use std::num::NonZeroU32;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::NoOpMiddleware;
@@ -45,6 +55,11 @@ pub const DEFAULT_CALL_RATE: u32 = 100;
 pub const DEFAULT_PROJECT_CALL_RATE: u32 = 2_000;
 /// A bucket holds this many seconds of its rate: the burst a caller may make at once.
 pub const BURST_SECONDS: u32 = 5;
+/// How long `wisp serve` holds a call refused for its rate before answering it.
+pub const REFUSAL_HOLD: Duration = Duration::from_secs(2);
+/// Refused calls held at once in the process (a task and a stream each); past it,
+/// refusals are answered at once.
+pub const MAX_HELD_REFUSALS: usize = 4_096;
 /// Calls between two sweeps of the entries back to a full bucket.
 pub const SWEEP_EVERY: u64 = 4_096;
 /// Environment variables the process's rates are read from where no server installs
@@ -61,6 +76,9 @@ pub struct CallRate<C: Clock + Clone = DefaultClock> {
     per_principal: NonZeroU32,
     per_project: NonZeroU32,
     checks: AtomicU64,
+    /// How long a refusal is held before it is answered.
+    hold: Duration,
+    held: AtomicUsize,
 }
 
 impl<C: Clock + Clone> std::fmt::Debug for CallRate<C> {
@@ -76,9 +94,15 @@ impl<C: Clock + Clone> std::fmt::Debug for CallRate<C> {
 static PROCESS: OnceLock<CallRate> = OnceLock::new();
 
 /// Checks a call of `owner` against the process's rates (installed by `wisp serve`, else
-/// read from the environment on first use); the error is the status to answer with.
-pub(crate) fn check(owner: &Principal) -> Result<(), Status> {
-    PROCESS.get_or_init(CallRate::from_env).check(owner)
+/// read from the environment on first use); the error is the status to answer with,
+/// once the refusal was held.
+pub(crate) async fn check(owner: &Principal) -> Result<(), Status> {
+    let rate = PROCESS.get_or_init(CallRate::from_env);
+    let refused = rate.check(owner);
+    if refused.is_err() {
+        rate.hold().await;
+    }
+    refused
 }
 
 /// A quota of `per_second` calls a second, with a bucket of [`BURST_SECONDS`] of them.
@@ -92,6 +116,7 @@ impl CallRate {
     /// least 1).
     pub fn new(per_principal: u32, per_project: u32) -> Self {
         Self::with_clock(per_principal, per_project, DefaultClock::default())
+            .holding_refusals(REFUSAL_HOLD)
     }
 
     /// The rates of `WISP_MAX_CALL_RATE` and `WISP_MAX_PROJECT_CALL_RATE`, the defaults
@@ -111,9 +136,10 @@ impl CallRate {
                 }
             },
         };
-        Self::new(
+        Self::with_clock(
             read(CALL_RATE_ENV, DEFAULT_CALL_RATE),
             read(PROJECT_CALL_RATE_ENV, DEFAULT_PROJECT_CALL_RATE),
+            DefaultClock::default(),
         )
     }
 
@@ -134,6 +160,32 @@ impl<C: Clock + Clone> CallRate<C> {
             per_principal,
             per_project,
             checks: AtomicU64::new(0),
+            hold: Duration::ZERO,
+            held: AtomicUsize::new(0),
+        }
+    }
+
+    /// Refusals held `hold` before they are answered (none by default).
+    pub fn holding_refusals(mut self, hold: Duration) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// Waits [`REFUSAL_HOLD`] (what this was built with) unless [`MAX_HELD_REFUSALS`]
+    /// are held already.
+    async fn hold(&self) {
+        struct Place<'a>(&'a AtomicUsize);
+        impl Drop for Place<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        if self.hold.is_zero() {
+            return;
+        }
+        let _place = Place(&self.held);
+        if self.held.fetch_add(1, Ordering::AcqRel) < MAX_HELD_REFUSALS {
+            tokio::time::sleep(self.hold).await;
         }
     }
 
@@ -244,6 +296,38 @@ mod tests {
         );
         // Another project is not concerned.
         rate.check(&owner("quickstart", "piped:p")).unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusals_are_held_within_a_bound() {
+        let rate = CallRate::with_clock(1, 100, FakeRelativeClock::default())
+            .holding_refusals(Duration::from_secs(2));
+        let hammer = owner("other", "api-key:k");
+        for _ in 0..BURST_SECONDS {
+            rate.check(&hammer).unwrap();
+        }
+        assert!(rate.check(&hammer).is_err());
+        // The refusal is answered after the hold, and at once past the bound.
+        let started = tokio::time::Instant::now();
+        let rate = std::sync::Arc::new(rate);
+        let holders: Vec<_> = (0..MAX_HELD_REFUSALS)
+            .map(|_| {
+                let rate = rate.clone();
+                tokio::spawn(async move { rate.hold().await })
+            })
+            .collect();
+        // Every holder starts (time stands still while tasks are runnable).
+        while rate.held.load(Ordering::Acquire) < MAX_HELD_REFUSALS {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        rate.hold().await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        for holder in holders {
+            holder.await.unwrap();
+        }
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        assert_eq!(rate.held.load(Ordering::Acquire), 0);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 # serve` each. Prints calls, failures and p99 per RPC for both; the JSON reports, the
 # attacker's counts and the server's peak RSS are left in $OUT (default
 # /tmp/wisp-stall-bench).
-#   benches/hostile/stall.sh [PIPEDS] [DURATION] [CONNS] [STREAMS] [stall|reopen]
-# (`reopen`: refused calls are reopened at once, a tight loop; see stall.py.)
+#   benches/hostile/stall.sh [PIPEDS] [DURATION] [CONNS] [STREAMS] [stall|reopen|hammer]
+# (`reopen`: refused calls are reopened at once, a tight loop; `hammer`: complete calls,
+# each replaced as soon as it is answered; see stall.py.)
 # Extra `wisp serve` flags in $SERVE_ARGS (e.g. "--max-in-flight 64"); RUNS="stall" skips
 # the quiet run (default "quiet stall"); ADDR the address to serve on.
 set -eu

@@ -579,7 +579,13 @@ fn a_silent_connection_is_closed_at_the_idle_timeout() {
 #[test]
 fn zero_connection_bounds_are_refused() {
     let dir = support::empty_data_dir();
-    for flag in ["--max-connections", "--idle-timeout", "--max-in-flight"] {
+    for flag in [
+        "--max-connections",
+        "--idle-timeout",
+        "--max-in-flight",
+        "--max-call-rate",
+        "--max-project-call-rate",
+    ] {
         let value = if flag == "--idle-timeout" { "0s" } else { "0" };
         let out = support::run_cli(dir.path(), &["serve", flag, value]);
         assert_eq!(out.code, 2, "{out:?}");

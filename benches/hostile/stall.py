@@ -6,7 +6,11 @@
 # bound a second later), for SECONDS. It answers the server's pings
 # and settings, as a real client would. Standard library only (HTTP/2 framed by hand,
 # headers as HPACK literals).
-#   python3 benches/hostile/stall.py HOST:PORT "API-KEY <id>.<secret>" [CONNS] [STREAMS] [SECONDS]
+# MODE `reopen`: a call refused for the streams-per-connection bound is reopened at once
+# too (a tight loop of new streams, the variant of issue 33 that made fleet calls fail).
+# MODE `hammer`: like `reopen`, but every call is complete (an empty request message), so
+# that each one is answered and replaced at once: a key calling as fast as it can.
+#   python3 benches/hostile/stall.py HOST:PORT "API-KEY <id>.<secret>" [CONNS] [STREAMS] [SECONDS] [stall|reopen]
 # Prints, at the end (or on SIGTERM), the calls opened and how the server ended them.
 import collections, signal, socket, struct, sys, threading, time
 
@@ -14,6 +18,9 @@ addr, auth = sys.argv[1], sys.argv[2]
 CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 11
 STREAMS = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 SECONDS = float(sys.argv[5]) if len(sys.argv) > 5 else 180
+MODE = sys.argv[6] if len(sys.argv) > 6 else "stall"
+if MODE not in ("stall", "reopen", "hammer"):
+    sys.exit(f"MODE must be stall, reopen or hammer, not {MODE}")
 host, port = addr.rsplit(":", 1)
 PATH = "/grpc.service.apiservice.APIService/ListApplications"
 stop_at = time.time() + SECONDS
@@ -84,7 +91,11 @@ def connection():
                 next_id += 2
                 live.add(sid)
                 # HEADERS (END_HEADERS), then DATA without END_STREAM.
-                sock.sendall(frame(1, 0x4, sid, HEADERS) + frame(0, 0, sid, STALLED_BODY))
+                if MODE == "hammer":  # an empty message, END_STREAM
+                    body = frame(0, 0x1, sid, b"\x00\x00\x00\x00\x00")
+                else:
+                    body = frame(0, 0, sid, STALLED_BODY)
+                sock.sendall(frame(1, 0x4, sid, HEADERS) + body)
                 count("calls opened")
 
             for _ in range(STREAMS):
@@ -107,6 +118,12 @@ def connection():
                     sock.sendall(frame(4, 1, 0))
                 elif kind == 6 and not flags & 1:  # PING: answer
                     sock.sendall(frame(6, 1, 0, payload))
+                elif kind == 0 and length:  # DATA: give the connection's window back
+                    sock.sendall(frame(8, 0, 0, struct.pack(">I", length)))
+                    if flags & 1 and sid in live:  # END_STREAM (no trailers)
+                        live.discard(sid)
+                        count("calls answered by the server")
+                        open_stream()
                 elif kind == 7:  # GOAWAY
                     count("connections closed by the server (GOAWAY)")
                     break
@@ -115,7 +132,10 @@ def connection():
                     code = int.from_bytes(payload[:4], "big")
                     if code == 7:  # REFUSED_STREAM: past the streams per connection
                         count("calls refused (streams per connection)")
-                        retry.append(time.time() + 1)
+                        if MODE != "stall":
+                            open_stream()
+                        else:
+                            retry.append(time.time() + 1)
                     else:
                         count("calls reset by the server")
                         open_stream()

@@ -5,16 +5,20 @@
 # serve` each. Prints calls, failures and p99 per RPC for both; the JSON reports, the
 # attacker's counts and the server's peak RSS are left in $OUT (default
 # /tmp/wisp-stall-bench).
-#   benches/hostile/stall.sh [PIPEDS] [DURATION] [CONNS] [STREAMS]
-# Extra `wisp serve` flags in $SERVE_ARGS (e.g. "--max-in-flight 64").
+#   benches/hostile/stall.sh [PIPEDS] [DURATION] [CONNS] [STREAMS] [stall|reopen|hammer]
+# (`reopen`: refused calls are reopened at once, a tight loop; `hammer`: complete calls,
+# each replaced as soon as it is answered; see stall.py.)
+# Extra `wisp serve` flags in $SERVE_ARGS (e.g. "--max-in-flight 64"); RUNS="stall" skips
+# the quiet run (default "quiet stall"); ADDR the address to serve on.
 set -eu
 W=${WISP:-target/release/wisp}
 PIPEDS=${1:-200}
 DURATION=${2:-3m}
 CONNS=${3:-11}
 STREAMS=${4:-100}
+MODE=${5:-stall}
 OUT=${OUT:-/tmp/wisp-stall-bench}
-ADDR=127.0.0.1:18779
+ADDR=${ADDR:-127.0.0.1:18779}
 mkdir -p "$OUT"
 secs() { case $1 in *m) echo $((${1%m} * 60)) ;; *s) echo "${1%s}" ;; *) echo "$1" ;; esac; }
 run() {
@@ -31,7 +35,7 @@ run() {
       python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
     # Longer than the run (the simulator registers its fleet first); stopped after it.
     python3 benches/hostile/stall.py "$ADDR" "API-KEY $KEY" "$CONNS" "$STREAMS" \
-      $(($(secs "$DURATION") + 600)) > "$OUT/$name-attack.txt" 2>&1 &
+      $(($(secs "$DURATION") + 600)) "$MODE" > "$OUT/$name-attack.txt" 2>&1 &
     A=$!
   fi
   "$W" simulate --target "http://$ADDR" --pipeds "$PIPEDS" --apps-per-piped 5 \
@@ -50,6 +54,7 @@ for rpc, l in sorted(r["latency_ms"].items()):
     print(f"  {rpc:<45} p50 {l['p50']:>8} ms  p99 {l['p99']:>8} ms  max {l['max']:>8} ms")
 PY
 }
-run quiet no
-run stall yes
+for r in ${RUNS:-quiet stall}; do
+  case $r in quiet) run quiet no ;; stall) run stall yes ;; esac
+done
 echo "attacker: $(tail -1 "$OUT/stall-attack.txt")"

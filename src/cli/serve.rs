@@ -15,6 +15,7 @@ use tonic::service::Routes;
 use wisp_app::server::{DEFAULT_MAX_CONNECTIONS, Server, ServerOptions};
 use wisp_app::{App, ConsoleOptions, KeySource};
 use wisp_transport::load::DEFAULT_MAX_IN_FLIGHT;
+use wisp_transport::rate::{DEFAULT_CALL_RATE, DEFAULT_PROJECT_CALL_RATE};
 
 use super::signals::Signals;
 use super::stores::StoreArgs;
@@ -86,6 +87,20 @@ pub struct ServeArgs {
     /// half.
     #[arg(long, env = "WISP_MAX_IN_FLIGHT", default_value_t = DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: usize,
+    /// Most calls per second one piped, API key or console user may make (checked once
+    /// the caller is authenticated, before any work for the call), with bursts of five
+    /// seconds' worth; past it, calls get RESOURCE_EXHAUSTED (which pipeds retry), after
+    /// 2 s.
+    #[arg(long, env = "WISP_MAX_CALL_RATE", default_value_t = DEFAULT_CALL_RATE)]
+    pub max_call_rate: u32,
+    /// Most calls per second the callers of one project may make together (bursts of
+    /// five seconds' worth); a caller refused for its own rate takes nothing from it.
+    #[arg(
+        long,
+        env = "WISP_MAX_PROJECT_CALL_RATE",
+        default_value_t = DEFAULT_PROJECT_CALL_RATE
+    )]
+    pub max_project_call_rate: u32,
     /// Where to serve `/metrics` (Prometheus text) and `/version`; `off` for nowhere.
     /// Loopback by default: put it on another address only where strangers cannot reach.
     /// [default: 127.0.0.1:9085; if that port is taken, the server runs without it]
@@ -157,6 +172,11 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     if args.max_in_flight == 0 {
         return Err(CliError::Usage("--max-in-flight must be at least 1".into()));
     }
+    if args.max_call_rate == 0 || args.max_project_call_rate == 0 {
+        return Err(CliError::Usage(
+            "--max-call-rate and --max-project-call-rate must be at least 1".into(),
+        ));
+    }
     if args.max_connections == 0 {
         return Err(CliError::Usage(
             "--max-connections must be at least 1".into(),
@@ -190,6 +210,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             max_connections: args.max_connections,
             idle_timeout: args.idle_timeout,
             max_in_flight: args.max_in_flight,
+            max_call_rate: args.max_call_rate,
+            max_project_call_rate: args.max_project_call_rate,
             ..ServerOptions::default()
         },
     )

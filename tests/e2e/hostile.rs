@@ -579,7 +579,13 @@ fn a_silent_connection_is_closed_at_the_idle_timeout() {
 #[test]
 fn zero_connection_bounds_are_refused() {
     let dir = support::empty_data_dir();
-    for flag in ["--max-connections", "--idle-timeout", "--max-in-flight"] {
+    for flag in [
+        "--max-connections",
+        "--idle-timeout",
+        "--max-in-flight",
+        "--max-call-rate",
+        "--max-project-call-rate",
+    ] {
         let value = if flag == "--idle-timeout" { "0s" } else { "0" };
         let out = support::run_cli(dir.path(), &["serve", flag, value]);
         assert_eq!(out.code, 2, "{out:?}");
@@ -917,4 +923,202 @@ async fn one_keys_connections_cannot_fill_the_cap() {
         .expect("the piped could not connect while one key's connections held the cap");
     support::ok(answer);
     drop(hoard);
+}
+
+/// A READ_ONLY key of another project calling in a tight loop (issue 33: one reopening
+/// every refused call at once made 733 of 4,847 fleet calls time out): past
+/// --max-call-rate its calls get RESOURCE_EXHAUSTED, and a piped of `quickstart` polling
+/// meanwhile gets every answer.
+#[tokio::test]
+async fn a_key_calling_in_a_tight_loop_is_refused_past_its_rate_and_pipeds_keep_working() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    // 20 calls a second per principal, bursts of 100.
+    let wisp = Wisp::start_with_serve_args(&["--max-call-rate".into(), "20".into()]);
+    wisp.add_project("other");
+    let key = wisp.add_api_key("other", "hammer", "READ_ONLY");
+    let piped = wisp.add_piped(QUICKSTART, "polling");
+    let done = Arc::new(AtomicBool::new(false));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::new(AtomicUsize::new(0));
+    // Generous: the loop ends once the piped is done and a call was refused, or here.
+    let give_up = Instant::now() + Duration::from_secs(120);
+    let mut hammers = Vec::new();
+    for _ in 0..4 {
+        let mut client = wisp.api_key_client(support::Via::Grpc, &key).await;
+        let (done, refused, answered) = (done.clone(), refused.clone(), answered.clone());
+        hammers.push(tokio::spawn(async move {
+            while Instant::now() < give_up
+                && !(done.load(Ordering::Acquire) && refused.load(Ordering::Acquire) > 0)
+            {
+                let call = client
+                    .list_applications(wisp_proto::apiservice::ListApplicationsRequest::default())
+                    .await;
+                match call {
+                    Ok(_) => answered.fetch_add(1, Ordering::AcqRel),
+                    Err(s) if s.code() == tonic::Code::ResourceExhausted => {
+                        assert!(
+                            s.message().contains("too many calls"),
+                            "unexpected refusal: {s:?}"
+                        );
+                        refused.fetch_add(1, Ordering::AcqRel)
+                    }
+                    // Its connection closed after many refusals: the client connects again.
+                    Err(_) => 0,
+                };
+            }
+        }));
+    }
+    let polling = async {
+        let mut client = wisp.piped_client(support::Via::Grpc, &piped).await;
+        for _ in 0..40 {
+            support::ok(
+                client
+                    .list_unhandled_commands(
+                        wisp_proto::pipedservice::ListUnhandledCommandsRequest::default(),
+                    )
+                    .await,
+            );
+            support::ok(
+                client
+                    .report_stat(wisp_proto::pipedservice::ReportStatRequest {
+                        piped_stats: b"up 1\n".to_vec(),
+                    })
+                    .await,
+            );
+        }
+    };
+    // Generous: each call takes milliseconds when the server is not swamped.
+    tokio::time::timeout(Duration::from_secs(120), polling)
+        .await
+        .expect("the piped's calls were not all answered while the key hammered");
+    done.store(true, Ordering::Release);
+    for hammer in hammers {
+        hammer.await.expect("hammer");
+    }
+    let (refused, answered) = (
+        refused.load(Ordering::Acquire),
+        answered.load(Ordering::Acquire),
+    );
+    println!("hammer: {answered} answered, {refused} refused");
+    assert!(
+        refused > 0,
+        "{answered} calls of the hammering key and none refused"
+    );
+}
+
+/// One HTTP/2 frame.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("len").to_be_bytes();
+    let mut out = vec![len[1], len[2], len[3], kind, flags];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A header field as an HPACK literal without indexing (names and values under 127 bytes).
+fn hpack_literal(name: &str, value: &str) -> Vec<u8> {
+    let mut out = vec![0, u8::try_from(name.len()).expect("short")];
+    out.extend_from_slice(name.as_bytes());
+    out.push(u8::try_from(value.len()).expect("short"));
+    out.extend_from_slice(value.as_bytes());
+    out
+}
+
+/// A client that keeps opening calls past the streams-per-connection bound, each one
+/// reopened as soon as it is refused (issue 33: the refusals come before authentication,
+/// and the loop went on for as long as the client liked): the server closes the
+/// connection (GOAWAY ENHANCE_YOUR_CALM) after a bounded number of refusals (65,536;
+/// the test gives up at 200,000).
+#[test]
+fn a_client_reopening_refused_streams_in_a_loop_is_disconnected() {
+    let wisp = Wisp::start();
+    wisp.add_project("other");
+    let key = wisp.add_api_key("other", "reopen", "READ_ONLY");
+    let mut conn = TcpStream::connect(wisp.addr()).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let mut writer = conn.try_clone().expect("clone");
+    writer
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .expect("preface");
+    writer.write_all(&h2_frame(4, 0, 0, &[])).expect("settings");
+    let headers: Vec<u8> = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (
+            ":path",
+            "/grpc.service.apiservice.APIService/ListApplications",
+        ),
+        (":authority", "wisp"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+        ("authorization", &key.authorization()),
+    ]
+    .into_iter()
+    .flat_map(|(n, v)| hpack_literal(n, v))
+    .collect();
+    // A call announcing a 1 MB message and sending 5 bytes of it: it stays open.
+    let mut next_id = 1u32;
+    let mut open = |writer: &mut TcpStream| {
+        let mut bytes = h2_frame(1, 0x4, next_id, &headers);
+        bytes.extend(h2_frame(0, 0, next_id, &[0, 0, 0x0f, 0x42, 0x40]));
+        next_id += 2;
+        writer.write_all(&bytes).is_ok()
+    };
+    // Streams are bounded once the server's SETTINGS are acknowledged.
+    let mut refused = 0usize;
+    let mut opened = false;
+    let goaway = loop {
+        let mut head = [0u8; 9];
+        if conn.read_exact(&mut head).is_err() {
+            break None;
+        }
+        let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+        let mut payload = vec![0u8; len];
+        if conn.read_exact(&mut payload).is_err() {
+            break None;
+        }
+        match (head[3], head[4] & 1) {
+            (4, 0) => {
+                writer
+                    .write_all(&h2_frame(4, 1, 0, &[]))
+                    .expect("settings ack");
+                if !opened {
+                    opened = true;
+                    for _ in 0..110 {
+                        open(&mut writer);
+                    }
+                }
+            }
+            (6, 0) => {
+                let _ = writer.write_all(&h2_frame(6, 1, 0, &payload));
+            }
+            (7, _) => {
+                break Some(u32::from_be_bytes([
+                    payload[4], payload[5], payload[6], payload[7],
+                ]));
+            }
+            (3, _) => {
+                // REFUSED_STREAM: past the bound. Reopened at once, as the attack did.
+                if payload.get(..4) == Some(&[0, 0, 0, 7]) {
+                    refused += 1;
+                    assert!(
+                        refused < 200_000,
+                        "{refused} calls refused and the connection still open"
+                    );
+                }
+                if !open(&mut writer) {
+                    break None;
+                }
+            }
+            _ => {}
+        }
+    };
+    // The server closed the connection: with a GOAWAY ENHANCE_YOUR_CALM (11), or before
+    // this client read it (it goes on writing, and a close with unread bytes is a reset).
+    println!("{refused} calls refused, then closed (GOAWAY {goaway:?})");
+    assert!(matches!(goaway, None | Some(11)), "GOAWAY {goaway:?}");
+    assert!(refused > 0, "no call was refused: the loop did not run");
 }

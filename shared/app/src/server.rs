@@ -10,13 +10,16 @@
 //!    TCP_NODELAY;
 //! 2. tonic's per-connection bounds: HTTP/1 accepted (gRPC-web, the console), HTTP/2
 //!    keepalive (dead pipeds detected), `request_timeout` per call, at most
-//!    [`MAX_STREAMS_PER_CONNECTION`] calls in flight per connection;
+//!    [`MAX_STREAMS_PER_CONNECTION`] calls in flight per connection, and a connection
+//!    whose client keeps opening calls past that (each refused before authentication)
+//!    closed after [`MAX_REFUSED_STREAMS_PER_CONNECTION`] refusals;
 //! 3. [`ConnectionLayer`]: each request marked in flight on its connection, the peer
 //!    address for the gate;
 //! 4. [`HttpLayers`] (`wisp_transport::stack`, the list the Lambda functions use too):
 //!    the edge, the console, gRPC-web;
-//! 5. the routes, each service's gate inside, which takes its turn from the process's
-//!    in-flight bound ([`InFlightLimit`], installed here once per process).
+//! 5. the routes, each service's gate inside, which checks the caller's call rate
+//!    ([`CallRate`]) and takes its turn from the process's in-flight bound
+//!    ([`InFlightLimit`]), both installed here once per process.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,11 +31,27 @@ use tonic::service::Routes;
 use tonic::transport::Server as TonicServer;
 use wisp_transport::HttpLayers;
 use wisp_transport::load::{DEFAULT_MAX_IN_FLIGHT, InFlightLimit};
+use wisp_transport::rate::{CallRate, DEFAULT_CALL_RATE, DEFAULT_PROJECT_CALL_RATE};
 
 use crate::listen::{ConnectionLayer, limited};
 
 /// Calls one connection may have in flight (an upstream piped makes a few at a time).
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 100;
+/// Calls refused on one connection for [`MAX_STREAMS_PER_CONNECTION`] (or reset for
+/// another error of its client's) before the connection is closed (GOAWAY
+/// `ENHANCE_YOUR_CALM`). tonic turns hyper's bound (1024) off unless set: a client could
+/// make the server refuse or reset streams on one connection forever (issue 33; the
+/// resets hyper's bound is for, RUSTSEC-2024-0003, queue up when the client does not
+/// read). Not hyper's 1024: a refusal costs the server little, and a client closed
+/// after 1024 of them connects again and opens new calls, each one authenticated: with
+/// 1024, the reopening attack of benches/hostile (`stall.sh ... reopen`) slowed the
+/// fleet more than without a bound. A client that honours the server's SETTINGS (every
+/// gRPC library) is never refused.
+pub const MAX_REFUSED_STREAMS_PER_CONNECTION: usize = 65_536;
+/// Streams a client opens and resets before the server accepted them, waiting in one
+/// connection's queue, before the connection is closed (h2's default, set here so that
+/// it does not change under us: the "rapid reset" attack).
+pub const MAX_PENDING_RESET_STREAMS_PER_CONNECTION: usize = 20;
 /// Default of `wisp serve --max-connections`: a piped holds one connection, so room for a
 /// fleet of several thousand and the consoles beside it, within a default open-files
 /// limit raised as systemd and container runtimes do.
@@ -60,6 +79,10 @@ pub struct ServerOptions {
     /// Most calls worked on at once in the process (the first server of a process sets
     /// it; see [`InFlightLimit::install`]).
     pub max_in_flight: usize,
+    /// Calls per second one principal, and one project, may make (the first server of a
+    /// process sets them; see [`CallRate::install`]).
+    pub max_call_rate: u32,
+    pub max_project_call_rate: u32,
     /// How long in-flight calls may take to finish after shutdown is asked for.
     pub shutdown_grace: Duration,
 }
@@ -71,6 +94,8 @@ impl Default for ServerOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_call_rate: DEFAULT_CALL_RATE,
+            max_project_call_rate: DEFAULT_PROJECT_CALL_RATE,
             shutdown_grace: SHUTDOWN_GRACE,
         }
     }
@@ -130,6 +155,7 @@ impl Server {
         // The gates take their turns from the process's bound; a second server in the
         // same process (the benches, the tests) shares the first one's.
         InFlightLimit::new(options.max_in_flight).install();
+        CallRate::new(options.max_call_rate, options.max_project_call_rate).install();
         let incoming = limited(listener, options.max_connections, options.idle_timeout);
         let layers = HttpLayers::grpc().with_console(wisp_console::ConsoleLayer::new(console));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -142,6 +168,8 @@ impl Server {
             .timeout(options.request_timeout)
             .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
             .concurrency_limit_per_connection(MAX_STREAMS_PER_CONNECTION as usize)
+            .http2_max_local_error_reset_streams(Some(MAX_REFUSED_STREAMS_PER_CONNECTION))
+            .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESET_STREAMS_PER_CONNECTION))
             .layer(ConnectionLayer)
             .layer(layers)
             .add_routes(routes)

@@ -62,7 +62,8 @@ pub const GRPC_REQUESTS: &str = "wisp_grpc_requests_total";
 pub const GRPC_DURATION: &str = "wisp_grpc_request_duration_seconds";
 /// Calls being worked on now (`wisp serve --max-in-flight` bounds it).
 pub const GRPC_IN_FLIGHT: &str = "wisp_grpc_requests_in_flight";
-/// Calls turned away because too many were in flight.
+/// Calls turned away because too many were in flight (or the caller had its share of
+/// them), or because the caller was past its call rate.
 pub const GRPC_SHED: &str = "wisp_grpc_requests_shed_total";
 /// Credential checks, by `credential` (`piped`, `api_key`) and `outcome` (`cached`:
 /// answered from the verified cache; `verified`: checked against the store; `rejected`;

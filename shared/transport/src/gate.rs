@@ -1,6 +1,7 @@
 //! The gate in front of each gRPC service: the caller is authenticated from the headers
-//! before a byte of the body is read, and the body is then read, decompressed and checked
-//! within the bound of its RPC before tonic decodes it.
+//! before a byte of the body is read, its call rate checked ([`crate::rate`]), and the
+//! body is then read, decompressed and checked within the bound of its RPC before tonic
+//! decodes it.
 //!
 //! Why not tonic's own limits: they are per service (one bound for a 64-byte `GetPiped` and
 //! a multi-megabyte live state), they apply after the handler is called, which is where
@@ -446,9 +447,13 @@ async fn pass<A: Admit>(
     };
     let source = req.extensions().get::<ClientAddr>().map(|c| c.0);
     let caller = admit.admit(method, req.headers(), source).await?;
+    let principal = A::principal(&caller);
     if let Some(OnAdmitted(admitted)) = req.extensions().get::<OnAdmitted>() {
-        admitted(&A::principal(&caller));
+        admitted(&principal);
     }
+    // How fast this caller opens calls, before any work for this one (issue 33: the
+    // shares bound what a caller holds, not how fast it comes back when refused).
+    crate::rate::check(&principal).await?;
     let encoding = match req.headers().get("grpc-encoding").map(|v| v.as_bytes()) {
         None | Some(b"identity") => Encoding::Identity,
         Some(b"gzip") => Encoding::Gzip,
@@ -459,7 +464,7 @@ async fn pass<A: Admit>(
         }
     };
     let (mut parts, mut body) = req.into_parts();
-    let mut charge = budget.start(A::principal(&caller));
+    let mut charge = budget.start(principal);
     // A compressed body of a bounded message is at most slightly bigger than the message.
     let wire_limit = limit + FRAME_HEADER + limit / 64 + 1024;
     let mut wire = BytesMut::new();

@@ -11,6 +11,7 @@ pub mod limits;
 pub mod load;
 #[cfg(feature = "piped")]
 pub mod piped;
+pub mod rate;
 pub mod stack;
 pub mod status;
 #[cfg(feature = "web")]

@@ -10,8 +10,8 @@
 //!    which answers them 400);
 //! 3. [`GrpcWebLayer`] where the process serves gRPC: gRPC-web turned into gRPC;
 //!
-//! then the routes, each service's gate inside them (credentials, request bounds, the
-//! in-flight turn).
+//! then the routes, each service's gate inside them (credentials, call rate, request
+//! bounds, the in-flight turn).
 
 use tonic_web::GrpcWebLayer;
 use tower::Layer;

@@ -50,9 +50,10 @@ use crate::gate::Principal;
 /// piped polls about once a second per kind of call (a dozen kinds), a console page makes
 /// a few dozen calls when it loads.
 pub const DEFAULT_CALL_RATE: u32 = 100;
-/// Default of `wisp serve --max-project-call-rate`: calls per second per project (a
-/// thousand pipeds of one project polling at once).
-pub const DEFAULT_PROJECT_CALL_RATE: u32 = 2_000;
+/// Default of `wisp serve --max-project-call-rate`: calls per second per project. Most
+/// teams run one project, so this must sit above a whole fleet: 10,000 upstream pipeds
+/// make about 4,200 calls a second (benches/README.md, `fleet`), and a start-up burst more.
+pub const DEFAULT_PROJECT_CALL_RATE: u32 = 10_000;
 /// A bucket holds this many seconds of its rate: the burst a caller may make at once.
 pub const BURST_SECONDS: u32 = 5;
 /// How long `wisp serve` holds a call refused for its rate before answering it.

@@ -132,7 +132,7 @@ pub(crate) async fn copy_and_report(
             wording.run,
             checkpoints.path().display()
         )),
-        MigrateError::Checkpoint(_) | MigrateError::Options(_) => {
+        MigrateError::Checkpoint { .. } | MigrateError::Options(_) => {
             CliError::Failure(anyhow::anyhow!("{e}"))
         }
     })?;

@@ -1,9 +1,10 @@
 //! One domain operation per shared operation (issue 30): every operation that more than
 //! one entry point offers is driven through each of them (the `wisp` CLI, APIService as
 //! pipectl calls it over gRPC with an API key, WebService as the console calls it over
-//! gRPC-web with a session, PipedService where it applies), and what each leaves is read
-//! back from the stores the server writes, opened by this process beside it: the same
-//! record and the same refusal, whichever way in.
+//! gRPC-web with a session, PipedService where it applies, `wisp simulate` where it
+//! registers its fleet), and what each leaves is read back from the stores the server
+//! writes, opened by this process beside it: the same record and the same refusal,
+//! whichever way in.
 
 use std::collections::BTreeSet;
 
@@ -923,4 +924,196 @@ async fn deployments_answer_one_query_through_pipectl_and_the_console() {
         assert_eq!(got_api.as_ref(), Some(&stored));
         assert_eq!(got_web.as_ref(), Some(&stored));
     }
+}
+
+/// `wisp simulate` registers its pipeds and applications in the store before it drives
+/// the server: the same records `wisp piped add` (and pipectl, and the console) and
+/// `wisp application add` make. Its piped then starts (ReportPipedMeta, the first sync
+/// state) as any piped does, so each other piped reports the same metadata and the
+/// application's sync state is left out of the comparison.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulators_fleet_is_registered_as_the_cli_and_the_services_register() {
+    let wisp = Wisp::start();
+    let stores = stores(&wisp).await;
+    let (mut pipectl, _, mut console) = clients(&wisp).await;
+    let q = QUICKSTART;
+    let target = format!("http://{}", wisp.addr());
+    let out = wisp.cli(&[
+        "simulate",
+        "--target",
+        &target,
+        "--pipeds",
+        "1",
+        "--apps-per-piped",
+        "1",
+        "--duration",
+        "2s",
+        "--deploy-rate",
+        "0",
+        "--seed",
+        "7",
+        "--json",
+    ]);
+    assert_eq!(out.code, 0, "wisp simulate failed: {out:?}");
+    let report: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {:?}", out.stdout));
+    assert_eq!(report["errors"], 0, "{report:#}");
+    let sim_piped_id = report["per_piped"][0]["id"]
+        .as_str()
+        .expect("the piped's id")
+        .to_string();
+    let sim_piped = stores
+        .pipeds
+        .get(q, &sim_piped_id)
+        .await
+        .expect("the simulated piped stored");
+    let sim_app_id = wisp
+        .cli_json(&["application", "list", "--project", q])
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|a| a["piped_id"] == sim_piped_id.as_str())
+        .map(|a| a["id"].as_str().expect("id").to_string())
+        .next()
+        .expect("the simulated application");
+    let sim_app = stored_app(&stores, &sim_app_id).await;
+
+    // The same piped, registered the other ways; each registered piped starts and
+    // reports what the simulated one reported.
+    let name = sim_piped.name.as_str();
+    let desc = sim_piped.desc.as_str();
+    let by_cli = wisp.cli_json(&[
+        "piped",
+        "add",
+        "--project",
+        q,
+        "--name",
+        name,
+        "--desc",
+        desc,
+    ]);
+    let by_cli = Piped {
+        project: q.to_string(),
+        id: by_cli["id"].as_str().expect("id").to_string(),
+        key: by_cli["key"].as_str().expect("key").to_string(),
+    };
+    let by_api = ok(pipectl
+        .register_piped(api::RegisterPipedRequest {
+            name: name.into(),
+            desc: desc.into(),
+        })
+        .await);
+    let by_web = ok(console
+        .register_piped(web::RegisterPipedRequest {
+            name: name.into(),
+            desc: desc.into(),
+        })
+        .await);
+    let others = [
+        by_cli.clone(),
+        Piped {
+            project: q.to_string(),
+            id: by_api.id,
+            key: by_api.key,
+        },
+        Piped {
+            project: q.to_string(),
+            id: by_web.id,
+            key: by_web.key,
+        },
+    ];
+
+    // The application, as `wisp application add` registers it before the piped starts
+    // (pipectl and the console need a piped that reported its repositories).
+    let app_name = sim_app.name.clone();
+    let git = sim_app.git_path.clone().unwrap_or_default();
+    let repo_id = git.repo.as_ref().map(|r| r.id.clone()).unwrap_or_default();
+    let labels: Vec<String> = sim_app
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut args = vec![
+        "application",
+        "add",
+        "--project",
+        q,
+        "--piped",
+        &by_cli.id,
+        "--name",
+        &app_name,
+        "--repo-id",
+        &repo_id,
+        "--path",
+        &git.path,
+        "--config-file",
+        &git.config_filename,
+        "--desc",
+        &sim_app.description,
+    ];
+    for label in &labels {
+        args.extend(["--label", label.as_str()]);
+    }
+    let cli_app_id = wisp.cli_json(&args)["id"].as_str().expect("id").to_string();
+
+    let meta = ps::ReportPipedMetaRequest {
+        version: sim_piped.version.clone(),
+        platform_providers: sim_piped.platform_providers.clone(),
+        plugins: sim_piped.plugins.clone(),
+        repositories: sim_piped.repositories.clone(),
+        secret_encryption: sim_piped.secret_encryption.clone(),
+        config: sim_piped.config.clone(),
+        ..Default::default()
+    };
+    for piped in &others {
+        let mut client = wisp.piped_client(Via::Grpc, piped).await;
+        ok(client.report_piped_meta(meta.clone()).await);
+    }
+
+    let piped_shape = |mut p: model::Piped| {
+        p.id.clear();
+        p.created_at = 0;
+        p.updated_at = 0;
+        p.started_at = 0;
+        for k in &mut p.keys {
+            k.hash.clear();
+            k.creator.clear();
+            k.created_at = 0;
+        }
+        p
+    };
+    let mut pipeds = vec![sim_piped];
+    for piped in &others {
+        pipeds.push(
+            stores
+                .pipeds
+                .get(q, &piped.id)
+                .await
+                .unwrap_or_else(|e| panic!("piped {} stored: {e}", piped.id)),
+        );
+    }
+    assert_same(&pipeds, piped_shape);
+    let creators: Vec<&str> = pipeds
+        .iter()
+        .map(|p| {
+            assert_eq!(p.keys.len(), 1, "{p:?}");
+            p.keys[0].creator.as_str()
+        })
+        .collect();
+    assert_eq!(
+        creators,
+        ["wisp-simulate", "wisp-cli", "ci", "hello-pipecd"]
+    );
+
+    let apps = stored_apps(&stores, &[&sim_app_id, &cli_app_id]).await;
+    assert_same(&apps, |mut a| {
+        a.piped_id.clear();
+        a.sync_state = None;
+        app_shape(a)
+    });
+    assert!(
+        apps[0].labels.contains_key("simulated-by"),
+        "the comparison covers the labels: {:?}",
+        apps[0]
+    );
 }

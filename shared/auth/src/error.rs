@@ -3,6 +3,7 @@
 //! for the server log only (the client sees "Unauthenticated", as upstream).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::credentials::CredentialsType;
 
@@ -26,9 +27,10 @@ pub enum AuthError {
     /// only "Unauthenticated".
     #[error("unauthenticated: {0}")]
     Unauthenticated(Reason),
-    /// The source of truth could not be read; the credentials may well be good.
+    /// The source of truth could not be read; the credentials may well be good. The
+    /// cause (the store's error, the signer's) is kept as the source, for the log.
     #[error("unable to verify credentials: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] SourceError),
 }
 
 impl AuthError {
@@ -162,26 +164,94 @@ impl From<Reason> for AuthError {
 }
 
 /// A failure of a [`PipedKeySource`](crate::PipedKeySource) or
-/// [`ApiKeyAuthSource`](crate::ApiKeyAuthSource) to read its stores. It becomes
-/// [`AuthError::Unavailable`]; the message is logged, never sent to the client.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SourceError(pub String);
+/// [`ApiKeyAuthSource`](crate::ApiKeyAuthSource) to read its stores (or of the server to
+/// sign a token). It becomes [`AuthError::Unavailable`]; the message and the error
+/// behind it are logged, never sent to the client.
+///
+/// The cause is shared (`Arc`) so that the error stays `Clone` like [`AuthError`], and
+/// `source()` answers the cause itself (not the `Arc`), so that the chain can be walked
+/// and downcast to the backend's own error.
+#[derive(Debug, Clone)]
+pub struct SourceError {
+    message: String,
+    cause: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
 
 impl SourceError {
+    /// A failure with no error behind it.
     pub fn new(message: impl fmt::Display) -> Self {
-        SourceError(message.to_string())
+        SourceError {
+            message: message.to_string(),
+            cause: None,
+        }
+    }
+
+    /// `context: cause`, with `cause` kept as the source.
+    pub fn caused_by(
+        context: impl fmt::Display,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        SourceError {
+            message: format!("{context}: {cause}"),
+            cause: Some(Arc::new(cause)),
+        }
     }
 }
 
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SourceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Two failures are the same when they read the same (their causes included): what
+/// tests compare.
+impl PartialEq for SourceError {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+            && self.cause.as_ref().map(ToString::to_string)
+                == other.cause.as_ref().map(ToString::to_string)
+    }
+}
+
+impl Eq for SourceError {}
+
 impl From<SourceError> for AuthError {
     fn from(err: SourceError) -> Self {
-        AuthError::Unavailable(err.0)
+        AuthError::Unavailable(err)
     }
 }
 
 /// Hashing a new secret failed (bad cost, secret longer than bcrypt's 72 bytes, no OS
-/// randomness).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unable to hash secret: {0}")]
-pub struct HashError(pub String);
+/// randomness); bcrypt's own error, when there is one, is the source.
+#[derive(Debug, thiserror::Error)]
+#[error("unable to hash secret: {message}")]
+pub struct HashError {
+    message: String,
+    #[source]
+    cause: Option<bcrypt::BcryptError>,
+}
+
+impl HashError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        HashError {
+            message: message.into(),
+            cause: None,
+        }
+    }
+
+    pub(crate) fn bcrypt(cause: bcrypt::BcryptError) -> Self {
+        HashError {
+            message: cause.to_string(),
+            cause: Some(cause),
+        }
+    }
+}

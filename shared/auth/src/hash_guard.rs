@@ -35,7 +35,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::error::AuthError;
+use crate::error::{AuthError, SourceError};
 use crate::keys::{is_slow_hash, verify_secret};
 use crate::ttl_cache::{MAX_TTL, TtlCache};
 
@@ -143,7 +143,7 @@ pub(crate) fn sha256(secret: &str) -> [u8; 32] {
 }
 
 fn busy() -> AuthError {
-    AuthError::Unavailable("too many credential checks in progress".to_string())
+    AuthError::Unavailable(SourceError::new("too many credential checks in progress"))
 }
 
 impl HashGuard {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{AuthError, Reason};
+use crate::error::{AuthError, Reason, SourceError};
 
 /// The cookie that carries the session token.
 pub const SESSION_COOKIE: &str = "token";
@@ -177,7 +177,7 @@ impl SessionSigner {
             }),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
-            .map_err(|e| AuthError::Unavailable(format!("sign session token: {e}")))
+            .map_err(|e| SourceError::caused_by("sign session token", e).into())
     }
 
     /// The caller a token names, if it is ours (HS256, issuer `PipeCD`), unexpired and

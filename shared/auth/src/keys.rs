@@ -82,11 +82,11 @@ pub fn hash_secret(secret: &str) -> Result<String, HashError> {
 /// use [`MIN_COST`] to stay fast (verification reads the cost from the hash).
 pub fn hash_secret_with_cost(secret: &str, cost: u32) -> Result<String, HashError> {
     if secret.len() > MAX_SECRET_BYTES {
-        return Err(HashError(format!(
+        return Err(HashError::new(format!(
             "secret is longer than {MAX_SECRET_BYTES} bytes"
         )));
     }
-    let parts = bcrypt::hash_with_result(secret, cost).map_err(|e| HashError(e.to_string()))?;
+    let parts = bcrypt::hash_with_result(secret, cost).map_err(HashError::bcrypt)?;
     Ok(parts.format_for_version(bcrypt::Version::TwoA))
 }
 
@@ -110,6 +110,21 @@ mod tests {
     fn is_alnum_lower(s: &str) -> bool {
         s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    }
+
+    /// bcrypt's refusal stays bcrypt's error below ours, for the log.
+    #[test]
+    fn a_hash_failure_keeps_bcrypts_error_as_its_source() {
+        let err = hash_secret_with_cost("secret", 99).expect_err("cost 99 is refused");
+        let source = std::error::Error::source(&err).expect("a source");
+        assert!(
+            matches!(
+                source.downcast_ref::<bcrypt::BcryptError>(),
+                Some(bcrypt::BcryptError::CostNotAllowed(99))
+            ),
+            "{source:?}"
+        );
+        assert_eq!(err.to_string(), format!("unable to hash secret: {source}"));
     }
 
     #[test]

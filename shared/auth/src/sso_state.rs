@@ -15,7 +15,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::{AuthError, Reason};
+use crate::error::{AuthError, Reason, SourceError};
 use crate::keys::generate_random_string;
 
 /// How long a login may take from the form to the callback.
@@ -106,7 +106,7 @@ impl SsoStateSigner {
             pkce: state.code_verifier.clone(),
         };
         let ticket = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
-            .map_err(|e| AuthError::Unavailable(format!("sign SSO state: {e}")))?;
+            .map_err(|e| AuthError::from(SourceError::caused_by("sign SSO state", e)))?;
         Ok((state, ticket))
     }
 

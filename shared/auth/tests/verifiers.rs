@@ -419,7 +419,9 @@ async fn source_errors_are_unavailable_and_not_cached() {
     src.down.store(true, Ordering::SeqCst);
     assert_eq!(
         v.verify(&t).await,
-        Err(AuthError::Unavailable("datastore is down".into()))
+        Err(AuthError::Unavailable(SourceError::new(
+            "datastore is down"
+        )))
     );
     src.down.store(false, Ordering::SeqCst);
     assert!(v.verify(&t).await.is_ok());

@@ -33,18 +33,21 @@ pub struct InboundTls {
 /// The TLS acceptor for `tls`: HTTP/2 and HTTP/1.1 offered by ALPN (gRPC clients such as
 /// pipeds and pipectl require `h2` to be negotiated).
 pub(crate) fn acceptor(tls: &InboundTls) -> Result<TlsAcceptor, ConfigError> {
+    // A refusal of our own, with no error behind it.
     let bad = |path: &PathBuf, reason: String| ConfigError::InboundTls {
         path: path.clone(),
         reason,
+        source: None,
     };
-    let cert_pem = std::fs::read(&tls.cert).map_err(|e| bad(&tls.cert, e.to_string()))?;
+    let cert_pem =
+        std::fs::read(&tls.cert).map_err(|e| ConfigError::inbound_tls(&tls.cert, "", e))?;
     let certs = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(&tls.cert, e.to_string()))?;
+        .map_err(|e| ConfigError::inbound_tls(&tls.cert, "", e))?;
     if certs.is_empty() {
         return Err(bad(&tls.cert, "no PEM certificate in it".into()));
     }
-    let key_pem = std::fs::read(&tls.key).map_err(|e| bad(&tls.key, e.to_string()))?;
+    let key_pem = std::fs::read(&tls.key).map_err(|e| ConfigError::inbound_tls(&tls.key, "", e))?;
     // The key's own bytes never reach an error message.
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|_| bad(&tls.key, "no PEM private key in it".into()))?;
@@ -53,7 +56,7 @@ pub(crate) fn acceptor(tls: &InboundTls) -> Result<TlsAcceptor, ConfigError> {
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| bad(&tls.key, format!("does not fit the certificate: {e}")))?;
+        .map_err(|e| ConfigError::inbound_tls(&tls.key, "does not fit the certificate", e))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

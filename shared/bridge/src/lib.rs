@@ -191,17 +191,70 @@ impl Config {
 pub enum ConfigError {
     #[error("--upstream {0:?}: {1}")]
     Upstream(String, &'static str),
+    /// `reason` repeats the cause's text (the message is what it was); the cause (the
+    /// I/O or PEM error) is kept as the source.
     #[error("CA file {path}: {reason}")]
-    CaFile { path: PathBuf, reason: String },
+    CaFile {
+        path: PathBuf,
+        reason: String,
+        #[source]
+        source: Option<Cause>,
+    },
     #[error(
-        "no CA certificates found in the system store ({0}); install the ca-certificates \
-         package or pass --ca-file"
+        "no CA certificates found in the system store ({reason}); install the \
+         ca-certificates package or pass --ca-file"
     )]
-    NoRoots(String),
+    NoRoots {
+        reason: String,
+        #[source]
+        source: Option<rustls_native_certs::Error>,
+    },
     #[error("TLS set-up: {0}")]
     Tls(#[from] rustls::Error),
+    /// As [`ConfigError::CaFile`], for the bridge's own certificate and key.
     #[error("--tls-cert/--tls-key {path}: {reason}")]
-    InboundTls { path: PathBuf, reason: String },
+    InboundTls {
+        path: PathBuf,
+        reason: String,
+        #[source]
+        source: Option<Cause>,
+    },
+}
+
+/// The error behind a [`ConfigError`].
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+impl ConfigError {
+    /// `CaFile` at `path`: `cause`'s text, and `cause` as the source.
+    fn ca_file(
+        path: &std::path::Path,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ConfigError::CaFile {
+            path: path.to_path_buf(),
+            reason: cause.to_string(),
+            source: Some(Box::new(cause)),
+        }
+    }
+
+    /// `InboundTls` at `path`: `context: cause` (or the cause alone), `cause` as the
+    /// source.
+    fn inbound_tls(
+        path: &std::path::Path,
+        context: &str,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        let reason = if context.is_empty() {
+            cause.to_string()
+        } else {
+            format!("{context}: {cause}")
+        };
+        ConfigError::InboundTls {
+            path: path.to_path_buf(),
+            reason,
+            source: Some(Box::new(cause)),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -882,27 +935,27 @@ fn upstream_client(config: &Config) -> Result<UpstreamClient, ConfigError> {
     if let Some(path) = &config.ca_file {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject;
-        let ca_error = |reason: String| ConfigError::CaFile {
-            path: path.clone(),
-            reason,
-        };
-        let pem = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
+        let pem = std::fs::read(path).map_err(|e| ConfigError::ca_file(path, e))?;
         for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| ca_error(e.to_string()))?;
-            roots.add(cert).map_err(|e| ca_error(e.to_string()))?;
+            let cert = cert.map_err(|e| ConfigError::ca_file(path, e))?;
+            roots.add(cert).map_err(|e| ConfigError::ca_file(path, e))?;
         }
         if roots.is_empty() {
-            return Err(ca_error("no PEM certificate in it".into()));
+            return Err(ConfigError::CaFile {
+                path: path.clone(),
+                reason: "no PEM certificate in it".into(),
+                source: None,
+            });
         }
     } else if config.upstream.is_https() {
         let found = rustls_native_certs::load_native_certs();
         let (_added, _ignored) = roots.add_parsable_certificates(found.certs);
         if roots.is_empty() {
-            let why = found
-                .errors
-                .first()
+            let source = found.errors.into_iter().next();
+            let reason = source
+                .as_ref()
                 .map_or_else(|| "none there".to_string(), ToString::to_string);
-            return Err(ConfigError::NoRoots(why));
+            return Err(ConfigError::NoRoots { reason, source });
         }
     }
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());

@@ -672,3 +672,39 @@ fn bad_ca_files_fail_at_start() {
         assert!(err.to_string().contains(needle), "{path}: {err}");
     }
 }
+
+/// A CA file or key that cannot be read keeps the I/O error as the source; the message
+/// is unchanged.
+#[test]
+fn bad_tls_files_keep_their_cause_as_the_source() {
+    let upstream: wisp_bridge::Upstream = "https://localhost".parse().expect("url");
+    let testdata = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata");
+    let source_of = |err: &wisp_bridge::ConfigError| {
+        std::error::Error::source(err)
+            .unwrap_or_else(|| panic!("no source: {err:?}"))
+            .to_string()
+    };
+
+    let mut config = Config::new(upstream.clone());
+    config.ca_file = Some("/nonexistent/ca.pem".into());
+    let err = Bridge::new(config).expect_err("no CA file");
+    let io = std::error::Error::source(&err)
+        .and_then(|e| e.downcast_ref::<std::io::Error>())
+        .unwrap_or_else(|| panic!("not an I/O error below: {err:?}"));
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(
+        err.to_string(),
+        format!("CA file /nonexistent/ca.pem: {}", source_of(&err))
+    );
+
+    let mut config = Config::new(upstream);
+    config.inbound_tls = Some(wisp_bridge::inbound::InboundTls {
+        cert: format!("{testdata}/server.pem").into(),
+        key: "/nonexistent/server.key".into(),
+    });
+    let err = Bridge::new(config).expect_err("no key file");
+    assert!(
+        std::error::Error::source(&err).is_some_and(|e| e.is::<std::io::Error>()),
+        "{err:?}"
+    );
+}

@@ -50,17 +50,17 @@ impl Endpoints {
             });
         }
         let uri: http::Uri = base.parse().map_err(|_| {
-            SsoError::Config(format!(
+            SsoError::config(format!(
                 "the project's GitHub base URL {base:?} is not a URL"
             ))
         })?;
         let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-            return Err(SsoError::Config(format!(
+            return Err(SsoError::config(format!(
                 "the project's GitHub base URL {base:?} needs a scheme and a host"
             )));
         };
         if !crate::oidc::provider_url_allowed(base, policy) {
-            return Err(SsoError::Config(
+            return Err(SsoError::config(
                 "the project's GitHub base URL must be an https:// address to a public host \
                  (unless the operator allows private ones)"
                     .to_string(),
@@ -226,10 +226,10 @@ impl GithubClient {
             .header(header::ACCEPT, "application/json")
             .header(header::USER_AGENT, USER_AGENT)
             .body(Full::new(Bytes::from(form)))
-            .map_err(|e| SsoError::Config(format!("GitHub token URL: {e}")))?;
+            .map_err(|e| SsoError::config_from("GitHub token URL", e))?;
         let (_, body) = self.http.call(req).await?;
         let answer: TokenAnswer = serde_json::from_slice(&body)
-            .map_err(|e| SsoError::Provider(format!("GitHub's token answer: {e}")))?;
+            .map_err(|e| SsoError::provider_from("GitHub's token answer", e))?;
         // GitHub answers a refused code with 200 and an `error`.
         if !answer.error.is_empty() {
             let why = if answer.error_description.is_empty() {
@@ -237,10 +237,10 @@ impl GithubClient {
             } else {
                 answer.error_description
             };
-            return Err(SsoError::Token(why));
+            return Err(SsoError::token(why));
         }
         if answer.access_token.is_empty() {
-            return Err(SsoError::Token("GitHub gave no access token".into()));
+            return Err(SsoError::token("GitHub gave no access token"));
         }
         Ok(answer.access_token)
     }
@@ -331,7 +331,7 @@ mod tests {
         }
         assert!(matches!(
             Endpoints::of(&settings("ghe.corp"), ProviderPolicy::default()),
-            Err(SsoError::Config(_))
+            Err(SsoError::Config { .. })
         ));
     }
 

@@ -480,7 +480,7 @@ impl Console {
                 self.error_redirect(why)
             }
             // The administrator's settings, not the network: safe and useful to show.
-            SsoError::Config(why) => {
+            SsoError::Config { message: why, .. } => {
                 tracing::warn!(project = %project_id, reason = %why, "SSO is misconfigured");
                 self.error_redirect(why)
             }
@@ -578,7 +578,7 @@ impl Console {
     /// (`shared_sso_name`, secrets in clear in the config), else its own (secrets sealed
     /// with the encryption key).
     fn sso_settings(&self, project: &wisp_proto::model::Project) -> Result<ResolvedSso, SsoError> {
-        let config = |m: &str| SsoError::Config(m.to_string());
+        let config = |m: &str| SsoError::config(m.to_string());
         let (sso, sealed) =
             if project.shared_sso_name.is_empty() {
                 let sso = project
@@ -588,7 +588,7 @@ impl Console {
                 (sso, true)
             } else {
                 let sso = self.shared_sso.get(&project.shared_sso_name).ok_or_else(|| {
-                SsoError::Config(format!(
+                SsoError::config(format!(
                     "The shared SSO configuration {:?} is not in the control plane's config",
                     project.shared_sso_name
                 ))
@@ -657,6 +657,7 @@ impl Console {
         {
             // The cookie is kept: the session may still work on other instances, and
             // logging out again retries.
+            tracing::warn!(error = %wisp_telemetry::chain(&e), "logout failed");
             return plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("Logout failed: {e}"),

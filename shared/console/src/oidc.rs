@@ -53,7 +53,7 @@ fn check_url(url: &str, policy: ProviderPolicy) -> Result<(), String> {
 
 fn check_provider_url(what: &str, url: &str, policy: ProviderPolicy) -> Result<(), SsoError> {
     check_url(url, policy)
-        .map_err(|why| SsoError::Config(format!("the OIDC {what} is refused: {why}")))
+        .map_err(|why| SsoError::config(format!("the OIDC {what} is refused: {why}")))
 }
 
 /// How long a discovery document is used before it is fetched again.
@@ -74,17 +74,84 @@ fn discovery_cache() -> &'static Mutex<HashMap<(String, String), CachedDiscovery
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Why an SSO login failed; the text goes to the login page's `error` cookie.
+/// The error behind an SSO failure (an HTTP client's, a JSON decoder's, a token
+/// library's), kept as the source for the log.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why an SSO login failed; the text goes to the login page's `error` cookie (a
+/// configuration error or a refusal) or to the log only (the rest). Each message repeats
+/// its cause's text, as before the cause was kept; the cause itself is the source.
 #[derive(Debug, thiserror::Error)]
 pub enum SsoError {
-    #[error("{0}")]
-    Config(String),
-    #[error("the identity provider could not be reached: {0}")]
-    Provider(String),
-    #[error("the identity provider's token was refused: {0}")]
-    Token(String),
+    #[error("{message}")]
+    Config {
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
+    #[error("the identity provider could not be reached: {message}")]
+    Provider {
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
+    #[error("the identity provider's token was refused: {message}")]
+    Token {
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
     #[error("{0}")]
     Denied(String),
+}
+
+/// `context: cause` (the cause alone without a context), and the cause.
+fn caused(context: &str, cause: impl Into<Cause>) -> (String, Option<Cause>) {
+    let cause = cause.into();
+    let message = if context.is_empty() {
+        cause.to_string()
+    } else {
+        format!("{context}: {cause}")
+    };
+    (message, Some(cause))
+}
+
+impl SsoError {
+    pub(crate) fn config(message: impl Into<String>) -> Self {
+        SsoError::Config {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn config_from(context: &str, cause: impl Into<Cause>) -> Self {
+        let (message, source) = caused(context, cause);
+        SsoError::Config { message, source }
+    }
+
+    pub(crate) fn provider(message: impl Into<String>) -> Self {
+        SsoError::Provider {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn provider_from(context: &str, cause: impl Into<Cause>) -> Self {
+        let (message, source) = caused(context, cause);
+        SsoError::Provider { message, source }
+    }
+
+    pub(crate) fn token(message: impl Into<String>) -> Self {
+        SsoError::Token {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn token_from(context: &str, cause: impl Into<Cause>) -> Self {
+        let (message, source) = caused(context, cause);
+        SsoError::Token { message, source }
+    }
 }
 
 /// The signed-in SSO user.
@@ -169,7 +236,7 @@ impl OidcClient {
                 DISCOVERY_FAILURE_TTL
             };
             if cached.at.elapsed() < ttl {
-                return cached.found.clone().map_err(SsoError::Provider);
+                return cached.found.clone().map_err(SsoError::provider);
             }
         }
         let url = format!("{issuer}/.well-known/openid-configuration");
@@ -177,7 +244,7 @@ impl OidcClient {
         let remembered = match &found {
             Ok(d) => Ok(d.clone()),
             // Refused by the policy: not the provider's doing, nothing to remember.
-            Err(SsoError::Config(_)) => return found,
+            Err(SsoError::Config { .. }) => return found,
             Err(e) => Err(e.to_string()),
         };
         if let Ok(mut cache) = discovery_cache().lock() {
@@ -210,9 +277,7 @@ impl OidcClient {
         oidc: &model::project_sso_config::Oidc,
     ) -> Result<Discovery, SsoError> {
         if oidc.issuer.is_empty() {
-            return Err(SsoError::Config(
-                "the project's OIDC issuer is not set".into(),
-            ));
+            return Err(SsoError::config("the project's OIDC issuer is not set"));
         }
         check_provider_url("issuer", &oidc.issuer, self.policy)?;
         let issuer = oidc.issuer.trim_end_matches('/');
@@ -220,7 +285,7 @@ impl OidcClient {
         // Deviation: upstream takes whatever issuer the document names; a document that
         // names another one is refused (the ID token's issuer is checked against it).
         if discovery.issuer.trim_end_matches('/') != issuer {
-            return Err(SsoError::Provider(format!(
+            return Err(SsoError::provider(format!(
                 "the discovery document names issuer {:?}, not the configured {issuer:?}",
                 discovery.issuer
             )));
@@ -294,15 +359,15 @@ impl OidcClient {
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(header::ACCEPT, "application/json")
             .body(Full::new(Bytes::from(form)))
-            .map_err(|e| SsoError::Config(format!("token endpoint: {e}")))?;
+            .map_err(|e| SsoError::config_from("token endpoint", e))?;
         let (_, body) = self.http.call(req).await?;
         let token: TokenResponse = serde_json::from_slice(&body)
-            .map_err(|e| SsoError::Provider(format!("token response: {e}")))?;
+            .map_err(|e| SsoError::provider_from("token response", e))?;
 
         let header = jsonwebtoken::decode_header(&token.id_token)
-            .map_err(|e| SsoError::Token(e.to_string()))?;
+            .map_err(|e| SsoError::token_from("", e))?;
         if header.alg != Algorithm::RS256 {
-            return Err(SsoError::Token(format!(
+            return Err(SsoError::token(format!(
                 "unsupported algorithm {:?}",
                 header.alg
             )));
@@ -313,20 +378,18 @@ impl OidcClient {
             .iter()
             .filter(|k| k.kty == "RSA")
             .find(|k| header.kid.as_deref().is_none_or(|kid| kid == k.kid))
-            .ok_or_else(|| SsoError::Token("no matching key in the provider's JWKS".into()))?;
+            .ok_or_else(|| SsoError::token("no matching key in the provider's JWKS"))?;
         let key = DecodingKey::from_rsa_components(&jwk.n, &jwk.e)
-            .map_err(|e| SsoError::Token(e.to_string()))?;
+            .map_err(|e| SsoError::token_from("", e))?;
         let mut validation = Validation::new(Algorithm::RS256);
         validation.set_audience(&[client_id]);
         validation.set_issuer(&[discovery.issuer.as_str()]);
         let claims = jsonwebtoken::decode::<Map<String, Value>>(&token.id_token, &key, &validation)
-            .map_err(|e| SsoError::Token(e.to_string()))?
+            .map_err(|e| SsoError::token_from("", e))?
             .claims;
         // The token answers this login, not a replayed one.
         if claims.get("nonce").and_then(Value::as_str) != Some(state.nonce.as_str()) {
-            return Err(SsoError::Token(
-                "the ID token's nonce is not this login's".into(),
-            ));
+            return Err(SsoError::token("the ID token's nonce is not this login's"));
         }
         user_from_claims(&claims, oidc, project)
     }

@@ -126,7 +126,7 @@ impl ProviderClient {
                 .and_then(|h| h.parse::<std::net::IpAddr>().ok())
                 && !policy.allows_ip(ip)
             {
-                return Err(SsoError::Config(format!(
+                return Err(SsoError::config(format!(
                     "the project's SSO proxy: {PRIVATE_REFUSED}"
                 )));
             }
@@ -157,9 +157,9 @@ impl ProviderClient {
                 uri.scheme_str().unwrap_or_default(),
                 uri.host().unwrap_or_default(),
             )
-            .map_err(|why| SsoError::Config(format!("{shown}: {why}")))?;
+            .map_err(|why| SsoError::config(format!("{shown}: {why}")))?;
         let Ok(_turn) = calls_in_flight().clone().try_acquire_owned() else {
-            return Err(SsoError::Provider(format!(
+            return Err(SsoError::provider(format!(
                 "{shown}: too many identity provider calls at once"
             )));
         };
@@ -171,16 +171,16 @@ impl ProviderClient {
         };
         let resp = tokio::time::timeout(PROVIDER_TIMEOUT, sent)
             .await
-            .map_err(|_| SsoError::Provider(format!("{shown}: no answer")))?
-            .map_err(|e| SsoError::Provider(format!("{shown}: {e}")))?;
+            .map_err(|_| SsoError::provider(format!("{shown}: no answer")))?
+            .map_err(|e| SsoError::provider_from(&shown, e))?;
         let (parts, body) = resp.into_parts();
         let body = http_body_util::Limited::new(body, MAX_PROVIDER_BODY)
             .collect()
             .await
-            .map_err(|e| SsoError::Provider(format!("{shown}: {e}")))?
+            .map_err(|e| SsoError::provider_from(&shown, e))?
             .to_bytes();
         if !parts.status.is_success() {
-            return Err(SsoError::Provider(format!(
+            return Err(SsoError::provider(format!(
                 "{shown}: HTTP {}",
                 parts.status
             )));
@@ -200,10 +200,9 @@ impl ProviderClient {
         }
         let req = req
             .body(Full::new(Bytes::new()))
-            .map_err(|e| SsoError::Config(format!("{url}: {e}")))?;
+            .map_err(|e| SsoError::config_from(url, e))?;
         let (headers, body) = self.call(req).await?;
-        let value =
-            serde_json::from_slice(&body).map_err(|e| SsoError::Provider(format!("{url}: {e}")))?;
+        let value = serde_json::from_slice(&body).map_err(|e| SsoError::provider_from(url, e))?;
         Ok((headers, value))
     }
 }
@@ -211,7 +210,7 @@ impl ProviderClient {
 /// TLS with the system's CA certificates, read once per process: a login should not
 /// read the certificate store again.
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, SsoError> {
-    static TLS: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>> =
+    static TLS: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, rustls::Error>> =
         std::sync::OnceLock::new();
     TLS.get_or_init(|| {
         let mut roots = rustls::RootCertStore::empty();
@@ -221,10 +220,9 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, SsoError> {
         rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-            .map_err(|e| format!("TLS: {e}"))
     })
     .clone()
-    .map_err(SsoError::Config)
+    .map_err(|e| SsoError::config_from("TLS", e))
 }
 
 /// The proxy's address, and a `Proxy-Authorization` value when the URL carries
@@ -232,7 +230,7 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, SsoError> {
 fn parse_proxy(proxy_url: &str) -> Result<(Uri, Option<HeaderValue>), SsoError> {
     let invalid = |why: &str| {
         // The URL is not repeated: it may hold a password.
-        SsoError::Config(format!("the project's SSO proxy URL is invalid: {why}"))
+        SsoError::config(format!("the project's SSO proxy URL is invalid: {why}"))
     };
     let uri: Uri = proxy_url.trim().parse().map_err(|_| invalid("not a URL"))?;
     if uri.scheme_str() != Some("http") || uri.host().is_none() {
@@ -295,6 +293,50 @@ mod tests {
         assert!(addrs.iter().all(|a| a.ip().is_loopback()), "{addrs:?}");
     }
 
+    /// An identity provider's answer that is not JSON: a Provider error that keeps the
+    /// decoder's error as its source (the message repeats it, as before), so the log
+    /// names the cause once.
+    #[tokio::test]
+    async fn a_providers_bad_answer_keeps_the_decoders_error_as_the_source() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 4096];
+            let _ = conn.read(&mut request).await;
+            let _ = conn
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\n{ bad ",
+                )
+                .await;
+        });
+        let client = ProviderClient::new(
+            "",
+            ProviderPolicy {
+                allow_private: true,
+            },
+        )
+        .unwrap();
+        let url = format!("http://{addr}/.well-known/openid-configuration");
+        let err = client
+            .get_json::<serde_json::Value>(&url, &[])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SsoError::Provider { .. }), "{err:?}");
+        let source = std::error::Error::source(&err).expect("a source");
+        assert!(source.is::<serde_json::Error>(), "{source:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("the identity provider could not be reached: {url}: {source}")
+        );
+        assert_eq!(
+            wisp_telemetry::chain(&err).to_string(),
+            err.to_string(),
+            "the cause is written once"
+        );
+    }
+
     /// A URL the policy refuses is not fetched, whatever its host.
     #[tokio::test]
     async fn refused_urls_are_not_fetched() {
@@ -308,7 +350,7 @@ mod tests {
                 .get_json::<serde_json::Value>(url, &[])
                 .await
                 .unwrap_err();
-            assert!(matches!(err, SsoError::Config(_)), "{url}: {err}");
+            assert!(matches!(err, SsoError::Config { .. }), "{url}: {err}");
         }
         // A proxy on a private address is refused too.
         assert!(ProviderClient::new("http://10.0.0.1:3128", ProviderPolicy::default()).is_err());

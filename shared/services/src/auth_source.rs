@@ -29,9 +29,10 @@ impl StoreKeySource {
     }
 }
 
-/// The store's whole chain as text: the verifier logs it, the client never sees it.
+/// The store's error kept whole as the source: the edge logs its chain (the backend's
+/// own error code), the client never sees it.
 fn source_error(err: StoreError) -> SourceError {
-    SourceError::new(wisp_store::error::chain(&err))
+    SourceError::caused_by("read the credential's records", err)
 }
 
 #[async_trait]

@@ -242,8 +242,11 @@ impl FileCheckpoint {
         &self.path
     }
 
-    fn err(&self, what: &str, e: impl std::fmt::Display) -> MigrateError {
-        MigrateError::Checkpoint(format!("{what} {}: {e}", self.path.display()))
+    fn err(&self, what: &str, e: impl std::error::Error + Send + Sync + 'static) -> MigrateError {
+        MigrateError::Checkpoint {
+            message: format!("{what} {}: {e}", self.path.display()),
+            source: Some(Box::new(e)),
+        }
     }
 }
 
@@ -303,7 +306,7 @@ impl CheckpointStore for MemoryCheckpoint {
         let mut saved = self
             .saved
             .lock()
-            .map_err(|_| MigrateError::Checkpoint("checkpoint lock poisoned".into()))?;
+            .map_err(|_| MigrateError::checkpoint_lock_poisoned())?;
         *saved = Some(checkpoint.clone());
         Ok(())
     }
@@ -312,7 +315,7 @@ impl CheckpointStore for MemoryCheckpoint {
         let mut saved = self
             .saved
             .lock()
-            .map_err(|_| MigrateError::Checkpoint("checkpoint lock poisoned".into()))?;
+            .map_err(|_| MigrateError::checkpoint_lock_poisoned())?;
         *saved = None;
         Ok(())
     }
@@ -430,10 +433,25 @@ pub enum MigrateError {
         #[source]
         source: StoreError,
     },
-    #[error("checkpoint: {0}")]
-    Checkpoint(String),
+    /// The checkpoint could not be read, decoded or written; the message names the file
+    /// and repeats the cause, which is kept as the source (the I/O or JSON error).
+    #[error("checkpoint: {message}")]
+    Checkpoint {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     #[error("invalid options: {0}")]
     Options(String),
+}
+
+impl MigrateError {
+    fn checkpoint_lock_poisoned() -> Self {
+        MigrateError::Checkpoint {
+            message: "checkpoint lock poisoned".into(),
+            source: None,
+        }
+    }
 }
 
 fn store_err(context: impl Into<String>) -> impl FnOnce(StoreError) -> MigrateError {

@@ -837,3 +837,38 @@ async fn a_record_encoded_in_another_order_is_unchanged() {
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].data, changed.data);
 }
+
+/// A checkpoint that cannot be decoded or written keeps the JSON or I/O error as its
+/// source (the message, naming the file and the cause, is unchanged).
+#[test]
+fn checkpoint_failures_keep_their_cause_as_the_source() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("b.yaml.migrate-state.json");
+    std::fs::write(&path, b"{ not json").expect("write");
+    let corrupt = FileCheckpoint::new(&path)
+        .load()
+        .expect_err("a corrupt checkpoint is refused");
+    assert!(
+        matches!(corrupt, MigrateError::Checkpoint { .. }),
+        "{corrupt:?}"
+    );
+    assert!(
+        corrupt.to_string().starts_with(&format!(
+            "checkpoint: corrupt checkpoint (remove it or pass --restart) {}: ",
+            path.display()
+        )),
+        "{corrupt}"
+    );
+    let source = std::error::Error::source(&corrupt).expect("a source");
+    assert!(source.is::<serde_json::Error>(), "{source:?}");
+
+    let nowhere = FileCheckpoint::new(dir.path().join("no-such-dir").join("state.json"));
+    let unwritable = nowhere
+        .save(&Checkpoint::default())
+        .expect_err("no directory to write in");
+    let source = std::error::Error::source(&unwritable).expect("a source");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .unwrap_or_else(|| panic!("not an I/O error: {source:?}"));
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+}

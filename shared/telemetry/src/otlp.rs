@@ -39,7 +39,7 @@ pub enum OtlpError {
     )]
     Scheme,
     #[error("cannot set up the OTLP exporter: {0}")]
-    Build(String),
+    Build(#[source] opentelemetry_otlp::ExporterBuildError),
 }
 
 /// The running exporter: dropping it without [`Exporter::shutdown`] loses the spans still
@@ -82,9 +82,7 @@ where
             opentelemetry_otlp::tonic_types::transport::ClientTlsConfig::new().with_native_roots(),
         );
     }
-    let exporter = builder
-        .build()
-        .map_err(|e| OtlpError::Build(e.to_string()))?;
+    let exporter = builder.build().map_err(OtlpError::Build)?;
     // Named "wisp" unless the SDK's variables name it otherwise.
     let named = std::env::var_os("OTEL_SERVICE_NAME").is_some()
         || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| v.contains("service.name="));

@@ -35,8 +35,8 @@ pub fn from_service_error(err: ServiceError) -> Status {
 /// Clients learn only upstream's message; the server-side reason is logged here.
 pub fn from_auth_error(err: AuthError) -> Status {
     match &err {
-        AuthError::Unavailable(reason) => {
-            tracing::warn!(%reason, "credential check could not reach the store");
+        AuthError::Unavailable(_) => {
+            tracing::warn!(error = %wisp_telemetry::chain(&err), "credential check could not reach the store");
             Status::unavailable(err.client_message())
         }
         AuthError::Unauthenticated(reason) => {

@@ -111,9 +111,15 @@ async fn an_iam_cache_is_found_with_its_endpoint() {
     let user = unique_id("wisp-app");
     create_group(&client, &id, true, false, true).await;
     create_user(&client, &user, true).await;
+    let started = std::time::Instant::now();
     let found = discover(&lookup(&endpoint, &id, AuthMode::Iam, Some(&user)), &config)
         .await
         .expect("usable");
+    // A figure, not a bound: what the lookup adds to init here (loopback moto).
+    eprintln!(
+        "discovery (DescribeReplicationGroups + DescribeUsers): {:?}",
+        started.elapsed()
+    );
     assert_eq!(found.cache_id, id);
     assert!(found.tls && !found.serverless);
     assert_eq!(found.status, "available");

@@ -68,8 +68,23 @@ fn step_json(step: &InitStep) -> serde_json::Value {
         }) => {
             json!({"kind": "s3-bucket", "name": bucket, "endpoint": endpoint, "created": created})
         }
-        InitStep::Redis { address, reachable } => {
-            json!({"kind": "redis", "address": address, "reachable": reachable})
+        InitStep::Redis {
+            address,
+            reachable,
+            found,
+        } => {
+            let mut step = json!({"kind": "redis", "address": address, "reachable": reachable});
+            if let Some(found) = found {
+                step["elasticache"] = json!({
+                    "id": found.cache_id,
+                    "serverless": found.serverless,
+                    "endpoint": format!("{}:{}", found.address, found.port),
+                    "tls": found.tls,
+                    "auth": found.auth,
+                    "status": found.status,
+                });
+            }
+            step
         }
     }
 }

@@ -35,6 +35,11 @@ pub enum AppError {
     /// does not handle.
     #[error("{0}")]
     Unsupported(String),
+    /// The ElastiCache cache the configuration names by id cannot be used as configured
+    /// (one line: the cause and the fix).
+    #[cfg(feature = "aws")]
+    #[error(transparent)]
+    Cache(#[from] wisp_store_redis::elasticache::DiscoveryError),
     /// A store refused or could not be reached.
     #[error("{what}: {source}")]
     Store {
@@ -75,6 +80,8 @@ impl AppError {
                     S::NotFound { .. } | S::Empty { .. } | S::NotUtf8 { .. } | S::Invalid(_)
                 )
             }
+            #[cfg(feature = "aws")]
+            AppError::Cache(e) => !e.is_transient(),
             AppError::Store { source, .. } => matches!(
                 source,
                 StoreError::NotFound(_) | StoreError::InvalidArgument(_)

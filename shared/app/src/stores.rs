@@ -156,34 +156,90 @@ pub mod redis {
     //! The Redis cache a configuration names.
 
     use wisp_config::RedisCacheConfig;
+    use wisp_store_redis::elasticache::{self, AuthMode, FoundCache, Lookup};
+    use wisp_store_redis::iam::{IamAuth, TokenTarget};
     use wisp_store_redis::{RedisCache, RedisCacheOptions};
 
     use crate::error::AppError;
 
-    /// The Redis cache of `c`, connected (or trying to) in the background.
+    /// The Redis cache of `c`, connected (or trying to) in the background. A cache named
+    /// by ElastiCache id is looked up first (once: this runs at init).
     pub async fn open(c: &RedisCacheConfig) -> Result<RedisCache, AppError> {
-        RedisCache::connect_with(options(c)?)
+        let (options, _) = resolve(c).await?;
+        RedisCache::connect_with(options)
             .await
             .map_err(|e| AppError::store(format!("Redis cache {}", c.display_address()), e))
     }
 
-    /// Whether the Redis cache of `c` answers PING now.
-    pub async fn reachable(c: &RedisCacheConfig) -> Result<bool, AppError> {
-        let cache = RedisCache::new_lazy(options(c)?)
+    /// Whether the Redis cache of `c` answers PING now, and the ElastiCache cache found
+    /// when `c` names one by id.
+    pub async fn reachable(c: &RedisCacheConfig) -> Result<(bool, Option<FoundCache>), AppError> {
+        let (options, found) = resolve(c).await?;
+        let cache = RedisCache::new_lazy(options)
             .map_err(|e| AppError::store(format!("Redis cache {}", c.display_address()), e))?;
-        Ok(cache.ping().await.is_ok())
+        Ok((cache.ping().await.is_ok(), found))
     }
 
     /// The connection options `c` describes (the AUTH token read from its file if need
-    /// be).
-    pub fn options(c: &RedisCacheConfig) -> Result<RedisCacheOptions, AppError> {
-        let mut options = RedisCacheOptions::new(c.url());
-        options.auth_token = c.load_auth_token()?.map(|token| token.expose().to_owned());
-        options.username = c.username.clone().filter(|u| !u.is_empty());
+    /// be). With `cacheId`, the cache is read through the ElastiCache API (an unusable one
+    /// is an error) and, with `iamAuth`, tokens are signed with the SDK's credentials.
+    pub async fn resolve(
+        c: &RedisCacheConfig,
+    ) -> Result<(RedisCacheOptions, Option<FoundCache>), AppError> {
+        let auth_token = c.load_auth_token()?.map(|token| token.expose().to_owned());
+        let username = c.username.clone().filter(|u| !u.is_empty());
+        let Some(cache_id) = c.cache_id.clone() else {
+            let mut options = RedisCacheOptions::new(c.url());
+            options.auth_token = auth_token;
+            options.username = username;
+            if let Some(timeout) = c.timeout() {
+                options.timeout = timeout;
+            }
+            return Ok((options, None));
+        };
+        let auth = if c.iam_auth {
+            AuthMode::Iam
+        } else if auth_token.is_some() {
+            AuthMode::Token
+        } else {
+            AuthMode::None
+        };
+        let lookup = Lookup {
+            cache_id: cache_id.clone(),
+            serverless: c.serverless,
+            auth,
+            username: username.clone(),
+            region: c.region.clone(),
+            endpoint: c.endpoint.clone(),
+        };
+        let sdk = elasticache::sdk_config(&lookup).await;
+        let found = elasticache::discover(&lookup, &sdk).await?;
+        let mut options = RedisCacheOptions::new(found.url());
         if let Some(timeout) = c.timeout() {
             options.timeout = timeout;
         }
-        Ok(options)
+        if c.iam_auth {
+            let credentials = sdk.credentials_provider().ok_or_else(|| {
+                AppError::Unsupported(
+                    "cache.config.iamAuth: no AWS credentials to sign ElastiCache tokens with"
+                        .into(),
+                )
+            })?;
+            options.iam = Some(IamAuth::new(
+                TokenTarget {
+                    // ElastiCache stores ids in lower case, and checks the token's host.
+                    cache_name: cache_id.to_ascii_lowercase(),
+                    user_id: username.unwrap_or_default(),
+                    serverless: c.serverless,
+                    region: found.region.clone(),
+                },
+                credentials,
+            ));
+        } else {
+            options.auth_token = auth_token;
+            options.username = username;
+        }
+        Ok((options, Some(found)))
     }
 }
 
@@ -193,8 +249,13 @@ pub mod redis {
 pub enum InitStep {
     /// The DynamoDB table or the S3 bucket.
     Aws(wisp_store_aws::open::InitStep),
-    /// The Redis cache answered PING, or not (it is optional: not an error).
-    Redis { address: String, reachable: bool },
+    /// The Redis cache answered PING, or not (it is optional: not an error); with a
+    /// cache named by ElastiCache id, what the ElastiCache API said about it.
+    Redis {
+        address: String,
+        reachable: bool,
+        found: Option<wisp_store_redis::elasticache::FoundCache>,
+    },
 }
 
 #[cfg(feature = "aws")]
@@ -202,9 +263,14 @@ impl std::fmt::Display for InitStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             InitStep::Aws(step) => step.fmt(f),
-            InitStep::Redis { address, reachable } => write!(
+            InitStep::Redis {
+                address,
+                reachable,
+                found,
+            } => write!(
                 f,
-                "Redis cache {address}: {}",
+                "Redis cache {}: {}",
+                found.as_ref().map_or(address.clone(), ToString::to_string),
                 if *reachable {
                     "reachable"
                 } else {
@@ -225,9 +291,11 @@ pub async fn init_aws(config: &Config) -> Result<Vec<InitStep>, AppError> {
         .map(InitStep::Aws)
         .collect();
     if let Some(c) = config.spec.cache.redis() {
+        let (reachable, found) = redis::reachable(c).await?;
         steps.push(InitStep::Redis {
             address: c.display_address(),
-            reachable: redis::reachable(c).await?,
+            reachable,
+            found,
         });
     }
     Ok(steps)
@@ -346,8 +414,8 @@ mod tests {
     }
 
     #[cfg(feature = "aws")]
-    #[test]
-    fn redis_options_from_config() {
+    #[tokio::test]
+    async fn redis_options_from_config() {
         let dir = tempfile::tempdir().unwrap();
         let token = dir.path().join("token");
         std::fs::write(&token, "s3cret\n").unwrap();
@@ -359,7 +427,8 @@ mod tests {
             "test.yaml",
         )
         .unwrap();
-        let options = redis::options(c.spec.cache.redis().unwrap()).unwrap();
+        let (options, found) = redis::resolve(c.spec.cache.redis().unwrap()).await.unwrap();
+        assert!(found.is_none(), "an address needs no ElastiCache lookup");
         assert_eq!(options.url, "rediss://cache.example:6379");
         assert_eq!(options.auth_token.as_deref(), Some("s3cret"));
         assert_eq!(options.username.as_deref(), Some("wisp"));

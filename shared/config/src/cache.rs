@@ -11,6 +11,17 @@
 //!     authTokenFile: /etc/wisp/redis-auth-token   # or authToken: …
 //! ```
 //!
+//! Or, on ElastiCache, by id rather than address (read through the ElastiCache API at
+//! init), here with IAM auth (no AUTH token to keep):
+//!
+//! ```yaml
+//!   config:
+//!     cacheId: wisp-cache      # replication group id, or serverless cache name
+//!     serverless: true         # cacheId names an ElastiCache Serverless cache
+//!     iamAuth: true            # sign short-lived IAM tokens as this ElastiCache user:
+//!     username: wisp-app
+//! ```
+//!
 //! The cache is never the only copy of anything, so Redis being absent or down only costs
 //! speed. Without `type` the cache is in process memory, as upstream's `cache: {ttl}`
 //! configurations expect.
@@ -123,8 +134,27 @@ pub struct MemoryCacheConfig {}
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RedisCacheConfig {
     /// `host:port` (port 6379 when omitted), or a `redis://` / `rediss://` URL
-    /// (`rediss` is TLS). Required.
+    /// (`rediss` is TLS). Required unless `cacheId` is set.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub address: String,
+    /// The ElastiCache replication group id (or serverless cache name with
+    /// `serverless: true`) to read the address, TLS and auth mode from at init, instead
+    /// of `address`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_id: Option<String>,
+    /// `cacheId` names an ElastiCache Serverless cache.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub serverless: bool,
+    /// ElastiCache IAM auth: Wisp signs short-lived tokens for `username` (an ElastiCache
+    /// user with IAM auth) instead of using an AUTH token. Needs `cacheId`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub iam_auth: bool,
+    /// Region of the cache (with `cacheId`); default: the SDK's region chain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// ElastiCache API endpoint (with `cacheId`), for tests against a stand-in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
     /// Connect with TLS (ElastiCache in-transit encryption) when `address` is `host:port`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub tls: bool,
@@ -149,6 +179,11 @@ impl fmt::Debug for RedisCacheConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisCacheConfig")
             .field("address", &redact_userinfo(&self.address))
+            .field("cache_id", &self.cache_id)
+            .field("serverless", &self.serverless)
+            .field("iam_auth", &self.iam_auth)
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
             .field("tls", &self.tls)
             .field("username", &self.username)
             .field("auth_token", &self.auth_token)
@@ -193,9 +228,20 @@ impl RedisCacheConfig {
         }
     }
 
-    /// The address without credentials, for messages.
+    /// The address without credentials, for messages (the ElastiCache id when the cache
+    /// is named by id).
     pub fn display_address(&self) -> String {
-        redact_userinfo(&self.url())
+        match self.cache_id.as_deref() {
+            Some(id) if self.address.trim().is_empty() => {
+                let kind = if self.serverless {
+                    "serverless cache"
+                } else {
+                    "replication group"
+                };
+                format!("ElastiCache {kind} {id}")
+            }
+            _ => redact_userinfo(&self.url()),
+        }
     }
 
     /// Whether the connection uses TLS.
@@ -241,8 +287,43 @@ impl RedisCacheConfig {
 
     fn problems(&self, out: &mut Vec<String>) {
         let address = self.address.trim();
+        let cache_id = self.cache_id.as_deref().map(str::trim);
+        if cache_id.is_some_and(str::is_empty) {
+            out.push("cache.config.cacheId must not be empty when given".into());
+        }
+        if cache_id.is_some() && !address.is_empty() {
+            out.push(
+                "cache.config: set address or cacheId, not both (with cacheId the address \
+                 comes from the ElastiCache API)"
+                    .into(),
+            );
+        }
+        if cache_id.is_none() {
+            if self.serverless {
+                out.push("cache.config.serverless needs cacheId".into());
+            }
+            if self.iam_auth {
+                out.push("cache.config.iamAuth needs cacheId (the token names the cache)".into());
+            }
+        }
+        if self.iam_auth {
+            if self.username.is_none() {
+                out.push(
+                    "cache.config.iamAuth needs username (the ElastiCache user with IAM auth)"
+                        .into(),
+                );
+            }
+            if !self.auth_token.is_empty() || self.auth_token_file.is_some() {
+                out.push(
+                    "cache.config: iamAuth signs its own tokens; remove authToken/authTokenFile"
+                        .into(),
+                );
+            }
+        }
         if address.is_empty() {
-            out.push("cache.config.address is required for type REDIS".into());
+            if cache_id.is_none() {
+                out.push("cache.config.address or cacheId is required for type REDIS".into());
+            }
         } else if let Some((scheme, rest)) = address.split_once("://") {
             match scheme {
                 "redis" if self.tls => out.push(
@@ -473,6 +554,40 @@ config:
     }
 
     #[test]
+    fn elasticache_by_id_with_iam_auth() {
+        let r = redis(
+            "type: REDIS
+config: {cacheId: wisp-cache, serverless: true, iamAuth: true, username: wisp-app, region: eu-west-1}
+",
+        );
+        assert_eq!(r.cache_id.as_deref(), Some("wisp-cache"));
+        assert!(r.serverless && r.iam_auth);
+        assert_eq!(
+            r.display_address(),
+            "ElastiCache serverless cache wisp-cache"
+        );
+        let mut problems = Vec::new();
+        r.problems(&mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+
+        let mut problems = Vec::new();
+        redis("type: REDIS\nconfig: {address: h, iamAuth: true, authToken: t}\n")
+            .problems(&mut problems);
+        assert_eq!(
+            problems,
+            [
+                "cache.config.iamAuth needs cacheId (the token names the cache)",
+                "cache.config.iamAuth needs username (the ElastiCache user with IAM auth)",
+                "cache.config: iamAuth signs its own tokens; remove authToken/authTokenFile",
+            ]
+        );
+        let mut problems = Vec::new();
+        redis("type: REDIS\nconfig: {address: h, cacheId: c}\n").problems(&mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("not both"), "{problems:?}");
+    }
+
+    #[test]
     fn auth_token_inline_or_file() {
         let r = redis("type: REDIS\nconfig: {address: h, authToken: s3cret}\n");
         assert!(!format!("{r:?}").contains("s3cret"));
@@ -505,10 +620,10 @@ config:
     #[test]
     fn problems_are_reported() {
         let cases = [
-            ("type: REDIS\n", "address is required"),
+            ("type: REDIS\n", "address or cacheId is required"),
             (
                 "type: REDIS\nconfig: {address: ''}\n",
-                "address is required",
+                "address or cacheId is required",
             ),
             (
                 "type: REDIS\nconfig: {address: 'redis://h', tls: true}\n",

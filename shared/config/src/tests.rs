@@ -328,7 +328,7 @@ fn aws_types_are_supported() {
         problems,
         &[
             "datastore.config.table is required for type DYNAMODB",
-            "cache.config.address is required for type REDIS",
+            "cache.config.address or cacheId is required for type REDIS",
             "cache.config: set authToken or authTokenFile, not both",
         ],
         "{err}"

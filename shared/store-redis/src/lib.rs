@@ -16,6 +16,12 @@
 //! ElastiCache in-transit encryption needs; server certificates are checked against the
 //! system roots). An AUTH token can be in the URL or given separately
 //! ([`RedisCacheOptions::auth_token`]); it never appears in `Debug` output or errors.
+//! With ElastiCache IAM auth ([`RedisCacheOptions::iam`], see [`iam`]) there is no token
+//! to keep: each connection signs its own, and live connections re-authenticate with a
+//! fresh one before it expires.
+
+pub mod elasticache;
+pub mod iam;
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -44,6 +50,9 @@ pub struct RedisCacheOptions {
     pub auth_token: Option<String>,
     /// Username for Redis ACLs (Redis 6+); overrides one in the URL.
     pub username: Option<String>,
+    /// ElastiCache IAM auth: sign short-lived tokens instead of a fixed AUTH token (which
+    /// must then be unset, as must the username: the token's user id is the username).
+    pub iam: Option<iam::IamAuth>,
     /// PEM CA certificate(s) to trust for `rediss://` instead of the system roots (a
     /// private CA, a test server).
     pub ca_cert_pem: Option<Vec<u8>>,
@@ -62,6 +71,7 @@ impl RedisCacheOptions {
             url: url.into(),
             auth_token: None,
             username: None,
+            iam: None,
             ca_cert_pem: None,
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -79,6 +89,7 @@ impl std::fmt::Debug for RedisCacheOptions {
                 &self.auth_token.as_ref().map(|_| "<redacted>"),
             )
             .field("username", &self.username)
+            .field("iam", &self.iam)
             .field("ca_cert_pem", &self.ca_cert_pem.as_ref().map(|_| "<set>"))
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
@@ -181,6 +192,7 @@ impl RedisCache {
             let settings = info.redis_settings().clone().set_username(username);
             info = info.set_redis_settings(settings);
         }
+        let has_password = info.redis_settings().password().is_some();
         let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
         if tls {
             // rustls needs a process-wide crypto provider when more than one is compiled
@@ -203,12 +215,23 @@ impl RedisCache {
             None => redis::Client::open(info),
         }
         .map_err(invalid)?;
-        let manager_config = ConnectionManagerConfig::new()
+        let mut manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(Some(options.timeout))
             .set_number_of_retries(3)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_secs(1));
+        if let Some(iam) = options.iam {
+            if options.auth_token.is_some() || options.username.is_some() || has_password {
+                return Err(StoreError::InvalidArgument(format!(
+                    "Redis {target}: IAM auth signs its own tokens; remove the AUTH token and \
+                     username from the cache config"
+                )));
+            }
+            // Each new connection takes the stream's first (fresh) token; the live one
+            // re-authenticates with each later one.
+            manager_config = manager_config.set_credentials_provider(iam);
+        }
         let manager =
             ConnectionManager::new_lazy_with_config(client.clone(), manager_config.clone())
                 .map_err(|e| StoreError::internal_from(format!("Redis {target}"), e))?;

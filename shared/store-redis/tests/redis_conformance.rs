@@ -601,3 +601,184 @@ async fn tls_with_auth_token() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// ElastiCache IAM auth: an ACL user whose password is a signed token
+// ---------------------------------------------------------------------------------------
+
+mod iam {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::SystemTime;
+
+    use aws_credential_types::Credentials;
+    use aws_credential_types::provider::SharedCredentialsProvider;
+    use wisp_store_redis::iam::{IamAuth, TokenTarget, sign_token};
+
+    /// 2026-11-26T21:40:00Z, where the test clock starts.
+    const START: u64 = 1_795_729_200;
+
+    fn credentials() -> Credentials {
+        Credentials::new(
+            "AKIDEXAMPLE",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            None,
+            None,
+            "test",
+        )
+    }
+
+    /// Redis as ElastiCache sees it with IAM auth: a user `user` whose password is the
+    /// token signed at `clock`, and a cache that signs its own tokens with that clock.
+    struct IamSetup {
+        admin: redis::aio::MultiplexedConnection,
+        target: TokenTarget,
+        clock: Arc<AtomicU64>,
+        cache: RedisCache,
+    }
+
+    impl IamSetup {
+        async fn new(test: &str) -> Option<IamSetup> {
+            let url = redis_url(test)?;
+            let mut admin = redis::Client::open(url.as_str())
+                .expect("valid Redis URL")
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap_or_else(|e| panic!("{test}: Redis at {URL_VAR} does not answer: {e}"));
+            let target = TokenTarget {
+                cache_name: "wisp-cache".into(),
+                user_id: cf::unique("wisp-iam").replace(['/', ':', '.'], "-"),
+                serverless: false,
+                region: "eu-west-1".into(),
+            };
+            let clock = Arc::new(AtomicU64::new(START));
+            let mut setup = IamSetup {
+                admin: admin.clone(),
+                target: target.clone(),
+                clock: clock.clone(),
+                // Replaced below, once the user exists.
+                cache: RedisCache::new_lazy(RedisCacheOptions::new(url.clone())).expect("URL"),
+            };
+            setup.set_password().await;
+            let mut auth = IamAuth::new(target, SharedCredentialsProvider::new(credentials()));
+            auth.clock = Arc::new(move || {
+                SystemTime::UNIX_EPOCH + Duration::from_secs(clock.load(Ordering::SeqCst))
+            });
+            // Short, so that re-authentication of the live connection runs in the test.
+            auth.refresh_every = Duration::from_millis(200);
+            setup.cache = RedisCache::connect_with(RedisCacheOptions {
+                iam: Some(auth),
+                ..RedisCacheOptions::new(url)
+            })
+            .await
+            .expect("valid options");
+            let _: () = redis::cmd("PING")
+                .query_async(&mut admin)
+                .await
+                .expect("ping");
+            Some(setup)
+        }
+
+        fn token(&self) -> String {
+            let now =
+                SystemTime::UNIX_EPOCH + Duration::from_secs(self.clock.load(Ordering::SeqCst));
+            sign_token(&self.target, &credentials(), now).expect("signs")
+        }
+
+        /// Makes the token for the current clock the user's only password.
+        async fn set_password(&mut self) {
+            let token = self.token();
+            let _: () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(&self.target.user_id)
+                .arg("on")
+                .arg("resetpass")
+                .arg(format!(">{token}"))
+                .arg("~*")
+                .arg("+@all")
+                .query_async(&mut self.admin)
+                .await
+                .expect("ACL SETUSER");
+        }
+
+        async fn kill_connections(&mut self) {
+            let _: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("USER")
+                .arg(&self.target.user_id)
+                .query_async(&mut self.admin)
+                .await
+                .expect("CLIENT KILL");
+        }
+
+        async fn drop_user(mut self) {
+            let _: i64 = redis::cmd("ACL")
+                .arg("DELUSER")
+                .arg(&self.target.user_id)
+                .query_async(&mut self.admin)
+                .await
+                .expect("ACL DELUSER");
+        }
+    }
+
+    macro_rules! iam_cases {
+        ($($case:ident),* $(,)?) => {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let test = concat!("iam_", stringify!($case));
+                    let Some(setup) = IamSetup::new(test).await else { return };
+                    setup.cache.ping().await.unwrap_or_else(|e| panic!("{test}: {e}"));
+                    cf::$case(&setup.cache).await;
+                    setup.drop_user().await;
+                }
+            )*
+        };
+    }
+
+    iam_cases!(cache_get_put_delete, cache_ttl, cache_hash);
+
+    /// Time passes, the old token is no longer accepted (here: the ACL password is
+    /// replaced by the token for the new time), and the connection drops: the cache
+    /// signs a new token and works again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replaced_token_is_followed_on_reconnect() {
+        let test = "a_replaced_token_is_followed_on_reconnect";
+        let Some(mut setup) = IamSetup::new(test).await else {
+            return;
+        };
+        wait_until_working(&setup.cache, HUNG).await;
+        let old = setup.token();
+        setup.clock.fetch_add(600, Ordering::SeqCst);
+        assert_ne!(setup.token(), old, "a new time signs a new token");
+        setup.set_password().await;
+        setup.kill_connections().await;
+        wait_until_working(&setup.cache, HUNG).await;
+        // And once more: the next reconnect signs again rather than reusing a token.
+        setup.clock.fetch_add(600, Ordering::SeqCst);
+        setup.set_password().await;
+        setup.kill_connections().await;
+        wait_until_working(&setup.cache, HUNG).await;
+        setup.drop_user().await;
+    }
+
+    #[tokio::test]
+    async fn iam_auth_refuses_a_fixed_token_too() {
+        let options = RedisCacheOptions {
+            auth_token: Some("tok3n".into()),
+            iam: Some(IamAuth::new(
+                TokenTarget {
+                    cache_name: "c".into(),
+                    user_id: "u".into(),
+                    serverless: true,
+                    region: "eu-west-1".into(),
+                },
+                SharedCredentialsProvider::new(credentials()),
+            )),
+            ..RedisCacheOptions::new("rediss://cache.example:6379")
+        };
+        let err = RedisCache::new_lazy(options).expect_err("both");
+        assert!(matches!(err, StoreError::InvalidArgument(_)), "{err:?}");
+        assert!(!err.to_string().contains("tok3n"), "{err}");
+    }
+}

@@ -966,10 +966,14 @@ mod fuzz {
         async fn admit(&self, _: &str, _: &HeaderMap, _: Option<IpAddr>) -> Result<(), Status> {
             Ok(())
         }
+        /// A caller per input: thousands of inputs (`PROPTEST_CASES`) from one caller
+        /// would be refused for its call rate, which is not what this test checks.
         fn principal(_: &()) -> Principal {
+            static CALLERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = CALLERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Principal {
                 project: "p".into(),
-                id: "anyone".into(),
+                id: format!("anyone-{n}"),
             }
         }
     }

@@ -213,7 +213,7 @@ variable "log_retention_days" {
 }
 
 variable "web_prefix" {
-  description = "WISP_WEB_PREFIX of the http function: the filestore prefix holding the console's built files (upload pipecd/.artifacts/web-static there). null serves only /healthz and /auth/*."
+  description = "WISP_WEB_PREFIX of the http function: the filestore prefix holding the console's built files (`wisp console upload --version VERSION` puts them there). null serves only /healthz and /auth/*."
   type        = string
   default     = "console/"
 

@@ -615,7 +615,7 @@ async fn check(args: &DoctorArgs, target: Target, client: Client, report: &mut R
         Ok(a) => report.fail(
             "console index.html",
             format!("HTTP {} ({}).", a.status.as_u16(), a.snippet()),
-            "upload the console: wisp console upload pipecd/.artifacts/web-static --config-secret <config secret> (web_prefix / WebPrefix must be set).",
+            "upload the console: wisp console upload --version <PipeCD release> --config-secret <config secret> (web_prefix / WebPrefix must be set).",
         ),
         Err(e) => report.fail(
             "console index.html",

@@ -9,6 +9,8 @@ mod application;
 mod aws;
 mod bridge;
 mod console;
+mod console_fetch;
+mod console_layers;
 mod doctor;
 mod flags;
 mod import;
@@ -26,8 +28,23 @@ use clap::{Parser, Subcommand};
 
 use crate::error::CliError;
 
+/// The upstream PipeCD release Wisp's wire contract was checked against
+/// (upstream `pipe-cd/pipecd` at release v0.57.1, commit 7e228592b): the
+/// console `wisp console fetch` and `wisp serve` get by default. A macro so that
+/// `wisp --version` can show it.
+macro_rules! upstream_pipecd_version {
+    () => {
+        "v0.57.1"
+    };
+}
+pub const UPSTREAM_PIPECD_VERSION: &str = upstream_pipecd_version!();
+
 #[derive(Debug, Parser)]
-#[command(name = "wisp", version, about = "A serverless PipeCD control plane")]
+#[command(
+    name = "wisp",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (PipeCD ", upstream_pipecd_version!(), ")"),
+    about = "A serverless PipeCD control plane"
+)]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `wisp=debug`.
     #[arg(long, global = true, env = "WISP_LOG", default_value = "info")]
@@ -73,7 +90,8 @@ pub enum Command {
     /// Set up the AWS stores a config names (DynamoDB table, S3 bucket).
     #[command(subcommand)]
     Aws(aws::AwsCommand),
-    /// Put a built web console where the AWS deployment serves it from.
+    /// Get upstream PipeCD's web console (`wisp console fetch`), or put it where the AWS
+    /// deployment serves it from (`wisp console upload`).
     #[command(subcommand)]
     Console(console::ConsoleCommand),
     /// List the scheduled jobs, or run one now.

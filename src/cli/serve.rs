@@ -4,7 +4,7 @@
 //! names.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,10 +39,23 @@ pub struct ServeArgs {
     /// of a file: its value, as the file would hold it.
     #[arg(long, env = "WISP_ENCRYPTION_KEY_SECRET", value_name = "NAME")]
     pub encryption_key_secret: Option<String>,
-    /// Serve the PipeCD web console's built static files from this directory (upstream's
-    /// `web` build output); every other path that is not a file gets its index.html.
+    /// The web console to serve: a PipeCD release (e.g. v0.57.1), fetched into the data
+    /// directory's console/VERSION on first use (`wisp console fetch`), or a directory of
+    /// its built files (upstream's `web` build output). Without it: the release Wisp is
+    /// checked against, once `wisp console fetch` has put it in the data directory
+    /// (no restart needed); until then `/` says how to get it.
+    #[arg(
+        long,
+        env = "WISP_CONSOLE",
+        value_name = "VERSION|DIR",
+        conflicts_with = "web_dir"
+    )]
+    pub console: Option<String>,
+    /// The same as `--console DIR` (kept for existing scripts).
     #[arg(long, env = "WISP_WEB_DIR", value_name = "DIR")]
     pub web_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub fetch_limits: super::console::FetchLimitArgs,
     /// Send the session cookie without `Secure`, for a console reached over plain HTTP
     /// under a name other than localhost.
     #[arg(long, env = "WISP_INSECURE_COOKIE")]
@@ -134,16 +147,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         (None, Some(name)) => KeySource::Secret(name.clone()),
         (None, None) => KeySource::DataDir,
     };
-    if let Some(dir) = args
-        .web_dir
-        .as_ref()
-        .filter(|d| !d.join("index.html").is_file())
-    {
-        return Err(CliError::Usage(format!(
-            "--web-dir {}: no index.html there (point it at the console's build output)",
-            dir.display()
-        )));
-    }
+    let console_dir = console_dir(&args).await?;
     if args.request_timeout.is_zero() {
         return Err(CliError::Usage(
             "--request-timeout must be more than 0".into(),
@@ -193,7 +197,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         web_api.clone(),
         ConsoleOptions {
             insecure_cookie: args.insecure_cookie,
-            static_files: args.web_dir.as_ref().map(wisp_console::StaticFiles::new),
+            static_files: Some(wisp_console::StaticFiles::new(console_dir)),
             trusted_proxies: args.trusted_proxy.clone(),
         },
     )?;
@@ -281,6 +285,40 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     served.map_err(anyhow::Error::new)?;
     tracing::info!("wisp serve stopped");
     Ok(())
+}
+
+/// The directory of the console to serve: `--web-dir`/`--console DIR` as given (it must
+/// hold index.html), `--console VERSION` from the data directory (fetched there first if
+/// missing), or the default release's place in the data directory, which may still be
+/// empty: the console answers `/` with how to fill it until it is.
+async fn console_dir(args: &ServeArgs) -> Result<PathBuf, CliError> {
+    let data_dir = &args.stores.data_dir;
+    let dir = match (&args.web_dir, &args.console) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(value)) if Path::new(value).is_dir() => PathBuf::from(value),
+        (None, Some(value))
+            if value.contains(std::path::MAIN_SEPARATOR) || value.starts_with('.') =>
+        {
+            return Err(CliError::Usage(format!(
+                "--console {value}: no such directory (give a directory of the console's \
+                 build output, or a PipeCD release such as {})",
+                super::UPSTREAM_PIPECD_VERSION
+            )));
+        }
+        (None, Some(version)) => {
+            return super::console::ensure_version(data_dir, version, &args.fetch_limits).await;
+        }
+        (None, None) => {
+            return super::console::version_dir(data_dir, super::UPSTREAM_PIPECD_VERSION);
+        }
+    };
+    if !dir.join("index.html").is_file() {
+        return Err(CliError::Usage(format!(
+            "--console {}: no index.html there (point it at the console's build output)",
+            dir.display()
+        )));
+    }
+    Ok(dir)
 }
 
 /// A control plane reachable from other machines must not keep upstream's well-known

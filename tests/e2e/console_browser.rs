@@ -45,7 +45,7 @@ fn browser_dir() -> PathBuf {
 
 /// Whether the browser pieces are here; `None` after a note (or a panic, when
 /// `WISP_REQUIRE_BROWSER_TESTS=1`) when one is missing.
-fn browser_available(test: &str) -> Option<()> {
+pub(crate) fn browser_available(test: &str) -> Option<()> {
     let chromium = std::env::var("WISP_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     let missing = if !Path::new(&chromium).exists() {
         Some(format!(
@@ -97,7 +97,7 @@ fn padding(name: &str, bytes: usize, seed: u64) -> String {
 }
 
 /// The test console, as a build output directory.
-fn build_console() -> tempfile::TempDir {
+pub(crate) fn build_console() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("console dir");
     let root = dir.path();
     std::fs::create_dir_all(root.join("assets")).expect("assets dir");
@@ -132,7 +132,10 @@ fn build_console() -> tempfile::TempDir {
 
 /// A piped with a deployment whose stage `build` has a completed log of over 1 MB (text
 /// as pipeds write it); the deployment id and the log's blocks.
-async fn deployment_with_a_large_log(wisp: &Wisp, via: Via) -> (String, Vec<model::LogBlock>) {
+pub(crate) async fn deployment_with_a_large_log(
+    wisp: &Wisp,
+    via: Via,
+) -> (String, Vec<model::LogBlock>) {
     let piped: Piped = wisp.add_piped(QUICKSTART, "browser");
     let mut client = wisp.piped_client(via, &piped).await;
     report_meta(&mut client).await;
@@ -200,7 +203,7 @@ fn updating_references() -> bool {
 
 /// Runs the browser driver against `url`; what it printed. With `compare`, the login
 /// and deployment pages are also shot and compared with the references.
-async fn drive_browser(
+pub(crate) async fn drive_browser(
     url: &str,
     username: &str,
     password: &str,
@@ -249,7 +252,7 @@ async fn drive_browser(
 }
 
 /// What must hold whichever way the console was served.
-fn assert_console_worked(
+pub(crate) fn assert_console_worked(
     out: &serde_json::Value,
     username: &str,
     blocks: &[model::LogBlock],
@@ -400,7 +403,7 @@ fn assert_visible_text(out: &serde_json::Value, username: &str, label: &str) {
 /// Fails unless the login and deployment pages look as their references do (within
 /// pixelmatch's tolerance); with `WISP_UPDATE_SCREENSHOTS=1` the shots became the
 /// references.
-fn assert_screenshots_match(out: &serde_json::Value) {
+pub(crate) fn assert_screenshots_match(out: &serde_json::Value) {
     /// At most this share of the pixels may differ (beyond pixelmatch's per-pixel
     /// threshold and its anti-aliasing detection), so font hinting passes.
     const MAX_DIFFERENT: f64 = 0.005;
@@ -500,7 +503,7 @@ async fn console_in_a_browser_through_alb_and_lambda() {
 }
 
 /// Copies a screenshot to `target/browser/` for a person to look at.
-fn keep_screenshot(shot: &Path, name: &str) {
+pub(crate) fn keep_screenshot(shot: &Path, name: &str) {
     let dir = shots_dir();
     if std::fs::create_dir_all(&dir).is_ok() {
         let _ = std::fs::copy(shot, dir.join(name));

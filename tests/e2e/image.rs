@@ -427,7 +427,7 @@ async fn wisp_serve_runs_from_the_image() {
             &format!("docker://{}", image.reference),
             "--version",
         ]));
-    assert_eq!(out.trim(), "wisp 0.1.0");
+    assert_eq!(out.trim(), "wisp 0.1.0 (PipeCD v0.57.1)");
 }
 
 #[tokio::test]

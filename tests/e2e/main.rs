@@ -15,6 +15,7 @@ mod bridge;
 mod bridge_service;
 mod ci_recipe;
 mod console_browser;
+mod console_fetch;
 mod console_sso;
 mod deploy_k8s;
 mod doctor;

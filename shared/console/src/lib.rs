@@ -294,10 +294,7 @@ impl Console {
                     files.serve(&path, req.method() == Method::HEAD).await
                 }
                 Some(_) => plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
-                None => plain(
-                    StatusCode::NOT_FOUND,
-                    "the console's static files are not configured (wisp serve --web-dir DIR)",
-                ),
+                None => no_console(),
             },
         }
     }
@@ -774,6 +771,30 @@ fn html(status: StatusCode, page: &'static str) -> Response<Bytes> {
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
     resp
+}
+
+/// What a page of the console answers while no console is installed (no `index.html`):
+/// how to get one in one command, and that the APIs work meanwhile. A page, not a bare
+/// 404 text: the browser is where a new user looks first.
+const NO_CONSOLE_PAGE: &str = r#"<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Wisp: no web console yet</title>
+<style>body{font-family:sans-serif;max-width:44em;margin:3em auto;padding:0 1em;line-height:1.5}
+code,pre{background:#f3f3f3;padding:.15em .3em}pre{padding:.6em}</style></head>
+<body><h1>The control plane is running; its web console is not installed yet</h1>
+<p>Get PipeCD's web console in one command (it downloads upstream's release image, so it
+needs the internet), then reload this page:</p>
+<pre>wisp console fetch</pre>
+<p>Give it the same <code>--data-dir</code> as <code>wisp serve</code> if you set one. A
+console of another release: <code>wisp serve --console v0.57.1</code>; one you built:
+<code>wisp serve --console DIR</code>. On the AWS deployment:
+<code>wisp console upload --version VERSION --config-secret NAME</code>.</p>
+<p>Meanwhile the APIs work: pipeds and <code>pipectl</code> connect as usual.</p>
+</body></html>
+"#;
+
+/// [`NO_CONSOLE_PAGE`], as a 404.
+pub(crate) fn no_console() -> Response<Bytes> {
+    html(StatusCode::NOT_FOUND, NO_CONSOLE_PAGE)
 }
 
 pub(crate) fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<Bytes> {

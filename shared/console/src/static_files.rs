@@ -198,7 +198,7 @@ impl StaticFiles {
                 let index = PathBuf::from("index.html");
                 match self.read(&index).await {
                     Some(body) => (index, body, true),
-                    None => return plain(StatusCode::NOT_FOUND, "the console has no index.html"),
+                    None => return crate::no_console(),
                 }
             }
         };

@@ -499,6 +499,35 @@ async fn serve_says_how_to_get_the_console_then_serves_the_fetched_one() {
     assert_eq!(status, http::StatusCode::OK);
 }
 
+/// `wisp console upload --version` uploads the console fetched into the data directory
+/// (the AWS deployment's path; here the embedded filestore stands in for the bucket).
+#[tokio::test]
+async fn upload_takes_a_fetched_version() {
+    let Some(registry) = registry("upload_takes_a_fetched_version") else {
+        return;
+    };
+    push_image(
+        &registry,
+        "wisp-test/console-upload",
+        "v0.0.2-up",
+        &good_layers(),
+    );
+    let data = tempfile::tempdir().unwrap();
+    let missing = run_cli(data.path(), &["console", "upload", "--version", "../x"]);
+    assert_eq!(missing.code, 2, "{missing:?}");
+    let image = format!("{registry}/wisp-test/console-upload:v0.0.2-up");
+    let out = fetch(data.path(), &["--image", &image]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = run_cli(
+        data.path(),
+        &["console", "upload", "--version", "v0.0.2-up", "--json"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let got: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(got["uploaded"], 6, "{got}");
+    assert_eq!(got["prefix"], "console/");
+}
+
 /// The release `wisp --version` names.
 fn wisp_version_upstream() -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_wisp"))

@@ -67,6 +67,10 @@ pub struct FetchLimitArgs {
     /// answer, and between two pieces of a download.
     #[arg(long, default_value = "30s", value_parser = super::flags::parse_duration)]
     pub registry_timeout: Duration,
+    /// Longest the whole fetch may take (a registry trickling bytes never trips the
+    /// timeout above).
+    #[arg(long, default_value = "30m", value_parser = super::flags::parse_duration)]
+    pub fetch_deadline: Duration,
     #[arg(long, hide = true, default_value_t = 1 << 30)]
     pub max_layer_bytes: u64,
     #[arg(long, hide = true, default_value_t = 4 << 20)]
@@ -93,6 +97,7 @@ impl FetchLimitArgs {
             max_manifest_bytes: self.max_manifest_bytes,
             max_layer_bytes: self.max_layer_bytes,
             timeout: self.registry_timeout,
+            deadline: self.fetch_deadline,
         }
     }
 }

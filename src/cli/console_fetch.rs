@@ -50,6 +50,8 @@ pub struct FetchLimits {
     pub max_layer_bytes: u64,
     /// Longest wait to connect, for an answer, and between two pieces of a download.
     pub timeout: Duration,
+    /// Longest the whole fetch may take.
+    pub deadline: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +175,23 @@ pub struct Fetched {
 /// Fetches `image`'s console into `dest`, replacing what is there only once the whole
 /// console is unpacked; on any failure nothing at `dest` changes.
 pub async fn fetch(
+    image: &ImageRef,
+    dest: &Path,
+    limits: FetchLimits,
+) -> Result<Fetched, FetchError> {
+    // A registry that trickles bytes never trips the per-wait timeout: the whole fetch is
+    // bounded too (its temporary directory goes with the dropped future).
+    tokio::time::timeout(limits.deadline, fetch_within(image, dest, limits))
+        .await
+        .map_err(|_| {
+            FetchError::Image(format!(
+                "{image}: the fetch took longer than {:?}; giving up",
+                limits.deadline
+            ))
+        })?
+}
+
+async fn fetch_within(
     image: &ImageRef,
     dest: &Path,
     limits: FetchLimits,

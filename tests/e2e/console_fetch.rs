@@ -22,6 +22,7 @@ use std::path::Path;
 use std::process::Command;
 
 use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use sha2::{Digest, Sha256};
 
@@ -826,6 +827,18 @@ async fn a_stalled_registry_times_out() {
     .await;
 }
 
+#[tokio::test]
+async fn a_trickling_registry_hits_the_fetch_deadline() {
+    assert_refused(
+        "trickling_registry",
+        None,
+        Some(Mode::Trickle("/blobs/")),
+        &["--registry-timeout", "2s", "--fetch-deadline", "3s"],
+        &["the fetch took longer than 3s"],
+    )
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------
 // The proxy in front of the real registry
 // ---------------------------------------------------------------------------------------
@@ -838,6 +851,8 @@ enum Mode {
     Corrupt(&'static str),
     /// Never answers a request whose path holds this.
     Stall(&'static str),
+    /// Answers a request whose path holds this 16 bytes at a time, one piece each 500 ms.
+    Trickle(&'static str),
 }
 
 const TOKEN: &str = "anonymous-pull-token";
@@ -898,7 +913,7 @@ async fn answer(
     me: SocketAddr,
     mode: Mode,
     tokens: &std::sync::atomic::AtomicUsize,
-) -> http::Response<Full<Bytes>> {
+) -> http::Response<UnsyncBoxBody<Bytes, std::convert::Infallible>> {
     let path = req
         .uri()
         .path_and_query()
@@ -908,9 +923,8 @@ async fn answer(
         if path.starts_with("/token") {
             tokens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             assert!(path.contains("scope=repository%3A"), "{path}");
-            return http::Response::new(Full::new(Bytes::from(format!(
-                r#"{{"token":"{TOKEN}"}}"#
-            ))));
+            let token = format!(r#"{{"token":"{TOKEN}"}}"#);
+            return http::Response::new(Full::new(Bytes::from(token)).boxed_unsync());
         }
         let authorized = req
             .headers()
@@ -918,9 +932,12 @@ async fn answer(
             .and_then(|v| v.to_str().ok())
             == Some(&format!("Bearer {TOKEN}"));
         if path.starts_with("/v2/") && !authorized {
-            let mut resp = http::Response::new(Full::new(Bytes::from_static(
-                b"{\"errors\":[{\"code\":\"UNAUTHORIZED\"}]}",
-            )));
+            let mut resp = http::Response::new(
+                Full::new(Bytes::from_static(
+                    b"{\"errors\":[{\"code\":\"UNAUTHORIZED\"}]}",
+                ))
+                .boxed_unsync(),
+            );
             *resp.status_mut() = http::StatusCode::UNAUTHORIZED;
             resp.headers_mut().insert(
                 http::header::WWW_AUTHENTICATE,
@@ -961,7 +978,19 @@ async fn answer(
             body[i] = if body[i] == b'9' { b'8' } else { body[i] + 1 };
         }
     }
-    let mut resp = http::Response::new(Full::new(Bytes::from(body)));
+    let body = match mode {
+        Mode::Trickle(part) if path.contains(part) => {
+            use futures::StreamExt as _;
+            let pieces: Vec<Bytes> = body.chunks(16).map(Bytes::copy_from_slice).collect();
+            let stream = futures::stream::iter(pieces).then(|piece| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(piece))
+            });
+            http_body_util::StreamBody::new(stream).boxed_unsync()
+        }
+        _ => Full::new(Bytes::from(body)).boxed_unsync(),
+    };
+    let mut resp = http::Response::new(body);
     *resp.status_mut() = parts.status;
     for name in [
         http::header::CONTENT_TYPE,

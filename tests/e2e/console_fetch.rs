@@ -828,6 +828,18 @@ async fn a_stalled_registry_times_out() {
 }
 
 #[tokio::test]
+async fn a_layer_longer_than_its_descriptor_is_cut_off() {
+    assert_refused(
+        "longer_layer",
+        None,
+        Some(Mode::Longer("/blobs/")),
+        &[],
+        &["is longer than the", "bytes its manifest says"],
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn a_trickling_registry_hits_the_fetch_deadline() {
     assert_refused(
         "trickling_registry",
@@ -853,6 +865,8 @@ enum Mode {
     Stall(&'static str),
     /// Answers a request whose path holds this 16 bytes at a time, one piece each 500 ms.
     Trickle(&'static str),
+    /// Sends 1 MB more than the registry's answer when the path holds this.
+    Longer(&'static str),
 }
 
 const TOKEN: &str = "anonymous-pull-token";
@@ -977,6 +991,11 @@ async fn answer(
         if let Some(i) = body.iter().rposition(|b| b.is_ascii_digit()) {
             body[i] = if body[i] == b'9' { b'8' } else { body[i] + 1 };
         }
+    }
+    if let Mode::Longer(part) = mode
+        && path.contains(part)
+    {
+        body.extend(std::iter::repeat_n(0u8, 1 << 20));
     }
     let body = match mode {
         Mode::Trickle(part) if path.contains(part) => {

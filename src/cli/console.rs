@@ -172,7 +172,7 @@ pub async fn ensure_version(
 
 fn fetch_error(err: FetchError) -> CliError {
     match err {
-        FetchError::BadReference(m) => CliError::Usage(m),
+        FetchError::Usage(m) => CliError::Usage(m),
         other => CliError::Failure(anyhow::Error::new(other).context("cannot fetch the console")),
     }
 }

@@ -57,7 +57,7 @@ pub struct FetchLimits {
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     #[error("{0}")]
-    BadReference(String),
+    Usage(String),
     #[error("{url}: {what}")]
     Registry { url: String, what: String },
     #[error("{what} {digest}: its content's digest is {actual}; refusing it")]
@@ -100,7 +100,7 @@ pub struct ImageRef {
 impl ImageRef {
     pub fn parse(text: &str) -> Result<ImageRef, FetchError> {
         let bad = |why: &str| {
-            FetchError::BadReference(format!(
+            FetchError::Usage(format!(
                 "--image {text:?}: {why} (expected REGISTRY/REPOSITORY[:TAG|@DIGEST], e.g. \
                  {DEFAULT_REPOSITORY}:v0.57.1)"
             ))
@@ -200,6 +200,24 @@ async fn fetch_within(
         let path = path.to_path_buf();
         move |source| FetchError::Io { path, source }
     };
+    // Only a console (or nothing) is replaced: never a directory of something else named
+    // by mistake.
+    if let Ok(mut entries) = std::fs::read_dir(dest)
+        && entries.next().is_some()
+        && !dest.join("index.html").is_file()
+    {
+        return Err(FetchError::Usage(format!(
+            "{} holds files but no index.html: not a console to replace; give a new or \
+             empty directory",
+            dest.display()
+        )));
+    }
+    if dest.exists() && !dest.is_dir() {
+        return Err(FetchError::Usage(format!(
+            "{} is not a directory",
+            dest.display()
+        )));
+    }
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -419,7 +437,7 @@ impl Registry {
         let scheme = if self.https { "https" } else { "http" };
         let text = format!("{scheme}://{}{path}", self.image.registry);
         text.parse()
-            .map_err(|_| FetchError::BadReference(format!("{text}: not a URL")))
+            .map_err(|_| FetchError::Usage(format!("{text}: not a URL")))
     }
 
     /// The image manifest for this platform (through the index when there is one) and its

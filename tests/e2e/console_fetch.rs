@@ -428,6 +428,19 @@ async fn fetch_keeps_web_static_with_whiteouts_through_the_token_flow() {
     let own = data.path().join("mine");
     std::fs::create_dir_all(&own).unwrap();
     std::fs::write(own.join("stale.txt"), "stale").unwrap();
+    // Not a console: left alone.
+    let out = fetch(
+        data.path(),
+        &["--image", &image, "--dir", own.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("not a console to replace"),
+        "{}",
+        out.stderr
+    );
+    assert!(own.join("stale.txt").is_file());
+    std::fs::write(own.join("index.html"), "an older console").unwrap();
     let out = fetch(
         data.path(),
         &["--image", &image, "--dir", own.to_str().unwrap()],

@@ -7,9 +7,10 @@
 //! place when everything went through.
 //!
 //! A small client on hyper (one HTTP/1.1 connection per request, as `wisp doctor`) rather
-//! than a registry crate: the maintained one (`oci-client`) brings reqwest and its TLS
-//! stack into this binary, reads manifests without a size bound, and follows a token
-//! realm to any host; here every read is bounded in size and in time, and the realm must
+//! than a registry crate: the maintained one (`oci-client`) brings reqwest, a second HTTP
+//! client and TLS set-up, into this binary, and its `ClientConfig` offers read and connect
+//! timeouts but no bound on sizes, no deadline for a whole pull and no rule on where the
+//! token realm may be; here every read is bounded in size and in time, and the realm must
 //! be the registry's own site.
 
 use std::net::IpAddr;
@@ -412,7 +413,7 @@ impl Registry {
             .parse::<http::uri::Authority>()
             .map(|a| a.host().to_string())
             .unwrap_or_default();
-        // Deviation: like `docker pull`, a registry on loopback is reached over plain
+        // Like `docker pull`, a registry on loopback is reached over plain
         // HTTP (the tests' registry); every other one over HTTPS.
         let https = !is_loopback(&host);
         let mut roots = rustls::RootCertStore::empty();

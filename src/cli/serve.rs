@@ -147,7 +147,6 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         (None, Some(name)) => KeySource::Secret(name.clone()),
         (None, None) => KeySource::DataDir,
     };
-    let console_dir = console_dir(&args).await?;
     if args.request_timeout.is_zero() {
         return Err(CliError::Usage(
             "--request-timeout must be more than 0".into(),
@@ -186,6 +185,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             "--max-connections must be at least 1".into(),
         ));
     }
+    // After the flags are checked: a version not yet here is fetched now.
+    let console_dir = console_dir(&args).await?;
     let app = App::open(&args.stores.sources(key)).await?.with_sso_policy(
         wisp_services::web::sso_policy::ProviderPolicy {
             allow_private: args.sso_allow_private_addresses,

@@ -20,12 +20,18 @@
 # index); Query names the indexes, and the table itself only for the jobs, whose insights
 # read a kind's partition (every other listing reads an index).
 #
+# With redis_auth = "iam" (redis.tf) the functions in redis_functions, and only they, get
+# the cache's lookup at init (elasticache:DescribeReplicationGroups, or
+# DescribeServerlessCaches, on the cache; DescribeUsers on the user: shared/store-redis
+# elasticache.rs) and elasticache:Connect on the cache and the user (the signed token).
+#
 # tests/e2e/iam_enforced.rs runs every function with exactly these grants (derived from
 # this file by scripts/iam-policies) on a moto_server enforcing IAM, and prints the grants
 # no scenario used; it fails on any other. Those that stay: logs:* (Lambda writes the
 # function's stdout with them, not the code); http's GetObject under web_prefix (the
 # console's index.html, not uploaded in the tests); jobs' PutItem (a job changes a record
-# only when there is one to fix, e.g. an orphaned command).
+# only when there is one to fix, e.g. an orphaned command); elasticache:Connect (checked
+# by ElastiCache when Redis sees the token, not an API call).
 
 locals {
   dynamodb_read  = ["dynamodb:DescribeTable", "dynamodb:GetItem"]
@@ -164,6 +170,36 @@ data "aws_iam_policy_document" "function" {
       [aws_secretsmanager_secret.config.arn],
       contains(local.needs_encryption_key, each.key) ? [aws_secretsmanager_secret.encryption_key.arn] : [],
     )
+  }
+
+  # IAM auth to the cache (redis.tf), for the functions that use it (redis_functions) and
+  # no other: the lookup at init names the cache and the user; Connect is what
+  # ElastiCache checks of the signed token's signer, on both.
+  dynamic "statement" {
+    for_each = local.redis_iam && contains(local.vpc_functions, each.key) ? [1] : []
+    content {
+      sid       = "CacheLookup"
+      actions   = [local.redis_describe]
+      resources = [local.redis_cache_arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.redis_iam && contains(local.vpc_functions, each.key) ? [1] : []
+    content {
+      sid       = "CacheUserLookup"
+      actions   = ["elasticache:DescribeUsers"]
+      resources = [local.redis_user_arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = local.redis_iam && contains(local.vpc_functions, each.key) ? [1] : []
+    content {
+      sid       = "CacheConnect"
+      actions   = ["elasticache:Connect"]
+      resources = [local.redis_cache_arn, local.redis_user_arn]
+    }
   }
 
   dynamic "statement" {

@@ -79,8 +79,20 @@ output "dashboard_name" {
 }
 
 output "redis_address" {
-  description = "host:port of the Redis primary endpoint (cache.config.address), or null without enable_redis."
-  value       = var.enable_redis ? "${aws_elasticache_replication_group.redis[0].primary_endpoint_address}:6379" : null
+  description = "host:port of the cache's endpoint (the replication group's primary, or the serverless cache's), or null without enable_redis. With redis_auth = \"iam\" the config names the cache by redis_cache_id instead."
+  value = var.enable_redis ? (
+    local.redis_serverless ? "${aws_elasticache_serverless_cache.redis[0].endpoint[0].address}:6379" : "${aws_elasticache_replication_group.redis[0].primary_endpoint_address}:6379"
+  ) : null
+}
+
+output "redis_cache_id" {
+  description = "The cache's ElastiCache id (replication group id or serverless cache name: cache.config.cacheId), or null without enable_redis."
+  value       = var.enable_redis ? local.redis_cache_id : null
+}
+
+output "redis_username" {
+  description = "With redis_auth = \"iam\": the ElastiCache user with IAM auth the functions sign in as (cache.config.username); else null."
+  value       = local.redis_iam ? local.redis_user_id : null
 }
 
 output "routes" {
@@ -89,14 +101,17 @@ output "routes" {
 }
 
 output "config_template" {
-  description = "The stores part of the control-plane config for this deployment; with Redis, cache.config.authToken, then put it in the config secret."
+  description = "The stores part of the control-plane config for this deployment (with redis_auth = \"iam\" the cache named by id; with a token, fill in cache.config.authToken), then put it in the config secret."
   value = templatefile("${path.module}/config.yaml.tftpl", {
-    address       = "https://${local.host}"
-    table         = aws_dynamodb_table.this.name
-    bucket        = aws_s3_bucket.this.bucket
-    prefix        = var.s3_key_prefix
-    region        = local.region
-    redis_address = var.enable_redis ? "${aws_elasticache_replication_group.redis[0].primary_endpoint_address}:6379" : ""
+    address          = "https://${local.host}"
+    table            = aws_dynamodb_table.this.name
+    bucket           = aws_s3_bucket.this.bucket
+    prefix           = var.s3_key_prefix
+    region           = local.region
+    redis_address    = local.redis_node_based && !local.redis_iam ? "${aws_elasticache_replication_group.redis[0].primary_endpoint_address}:6379" : ""
+    redis_cache_id   = local.redis_iam ? local.redis_cache_id : ""
+    redis_serverless = local.redis_serverless
+    redis_username   = local.redis_user_id
   })
 }
 

@@ -10,10 +10,41 @@
 # infra/terraform/README.md "Redis and the VPC"); in the VPC it needs create_nat_gateway.
 # The cache is only an optimisation: nothing is lost when Redis is down.
 
+#
+# Two kinds of cache (redis_mode): a node-based replication group (redis_node_type nodes,
+# billed by the hour), or ElastiCache Serverless for Valkey (billed by use, 100 MB of
+# storage at least). Two ways in (redis_auth): an AUTH token (node-based only; the config
+# names the cache by address and carries the token), or an ElastiCache user with IAM
+# auth: the config names the cache by id, the functions read its endpoint through the
+# ElastiCache API at init (DescribeReplicationGroups or DescribeServerlessCaches, and
+# DescribeUsers) and sign short-lived tokens as their roles (elasticache:Connect): no
+# secret anywhere. The API is reached inside the VPC through an interface endpoint.
+
 locals {
   redis_count     = var.enable_redis ? 1 : 0
   endpoints_count = var.enable_redis && var.create_vpc_endpoints ? 1 : 0
   nat_count       = var.enable_redis && var.create_nat_gateway ? 1 : 0
+
+  redis_serverless = var.enable_redis && var.redis_mode == "serverless"
+  redis_node_based = var.enable_redis && var.redis_mode == "node-based"
+  # "none" without a cache; null picks from whether a token was given (which is no
+  # secret, unlike the token).
+  redis_auth = var.enable_redis ? coalesce(var.redis_auth, nonsensitive(var.redis_auth_token == null) ? "iam" : "token") : "none"
+  redis_iam  = local.redis_auth == "iam"
+
+  # Names known during the plan, so are the grants (iam.tf) and the config (outputs.tf).
+  redis_cache_id = "${var.name}-cache"
+  redis_user_id  = "${var.name}-app"
+  redis_engine   = local.redis_serverless ? "valkey" : "redis"
+  redis_arn      = "arn:${local.partition}:elasticache:${local.region}:${local.account_id}"
+  redis_cache_arn = local.redis_serverless ? (
+    "${local.redis_arn}:serverlesscache:${local.redis_cache_id}"
+  ) : "${local.redis_arn}:replicationgroup:${local.redis_cache_id}"
+  redis_user_arn = "${local.redis_arn}:user:${local.redis_user_id}"
+  # The lookup at init: exactly the calls shared/store-redis/src/elasticache.rs makes.
+  redis_describe = local.redis_serverless ? "elasticache:DescribeServerlessCaches" : "elasticache:DescribeReplicationGroups"
+  # Only what shared/store-redis calls (PING, GET, SET, DEL and the hash commands).
+  redis_access_string = "on ~* -@all +ping +get +set +del +hset +hget +hgetall +hdel"
 }
 
 resource "aws_security_group" "lambda" {
@@ -92,10 +123,79 @@ resource "aws_elasticache_subnet_group" "redis" {
   tags        = local.tags
 }
 
+# IAM auth: the user the functions sign in as (its user name equals its id, as IAM auth
+# requires), in a user group with a disabled "default" user (a user group must have one;
+# ElastiCache's own "default" user takes no password).
+resource "aws_elasticache_user" "app" {
+  count         = local.redis_iam ? 1 : 0
+  user_id       = local.redis_user_id
+  user_name     = local.redis_user_id
+  engine        = local.redis_engine
+  access_string = local.redis_access_string
+  authentication_mode {
+    type = "iam"
+  }
+  tags = local.tags
+}
+
+resource "aws_elasticache_user" "disabled_default" {
+  count         = local.redis_iam ? 1 : 0
+  user_id       = "${var.name}-default"
+  user_name     = "default"
+  engine        = local.redis_engine
+  access_string = "off -@all"
+  authentication_mode {
+    type = "no-password-required"
+  }
+  tags = local.tags
+}
+
+resource "aws_elasticache_user_group" "redis" {
+  count         = local.redis_iam ? 1 : 0
+  user_group_id = "${var.name}-users"
+  engine        = local.redis_engine
+  user_ids      = [aws_elasticache_user.disabled_default[0].user_id, aws_elasticache_user.app[0].user_id]
+  tags          = local.tags
+}
+
+resource "aws_elasticache_serverless_cache" "redis" {
+  count                = local.redis_serverless ? 1 : 0
+  name                 = local.redis_cache_id
+  description          = "Wisp cache (an optimisation only: every value has a copy in DynamoDB or S3)"
+  engine               = "valkey"
+  major_engine_version = "8"
+  kms_key_id           = var.kms_key_arn
+  subnet_ids           = var.private_subnet_ids
+  security_group_ids   = [aws_security_group.redis[0].id]
+  user_group_id        = local.redis_iam ? aws_elasticache_user_group.redis[0].user_group_id : null
+  # A cache: nothing to restore from snapshots.
+  snapshot_retention_limit = 0
+
+  cache_usage_limits {
+    data_storage {
+      maximum = var.redis_serverless_max_storage_gb
+      unit    = "GB"
+    }
+  }
+
+  tags = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = local.redis_iam && length(var.private_subnet_ids) > 0
+      error_message = "redis_mode = \"serverless\" takes IAM auth only (leave redis_auth null or \"iam\", without redis_auth_token) and needs private_subnet_ids."
+    }
+    precondition {
+      condition     = !(var.create_vpc_endpoints || var.create_nat_gateway) || length(var.private_route_table_ids) > 0
+      error_message = "enable_redis with create_vpc_endpoints or create_nat_gateway needs private_route_table_ids (for the gateway endpoints' and the NAT gateway's routes)."
+    }
+  }
+}
+
 resource "aws_elasticache_replication_group" "redis" {
   #checkov:skip=CKV2_AWS_50:A single cache node by default: the cache is an optimisation and Wisp stays correct while it is down; redis_num_cache_clusters >= 2 turns on Multi-AZ failover.
-  count                = local.redis_count
-  replication_group_id = "${var.name}-cache"
+  count                = local.redis_node_based ? 1 : 0
+  replication_group_id = local.redis_cache_id
   description          = "Wisp cache (an optimisation only: every value has a copy in DynamoDB or S3)"
   engine               = "redis"
   engine_version       = var.redis_engine_version
@@ -112,7 +212,9 @@ resource "aws_elasticache_replication_group" "redis" {
   at_rest_encryption_enabled = true
   kms_key_id                 = var.kms_key_arn
   transit_encryption_enabled = true
-  auth_token                 = var.redis_auth_token
+  # Token mode: the AUTH token; IAM mode: the user group (IAM auth needs Redis 7 or later).
+  auth_token     = local.redis_iam ? null : var.redis_auth_token
+  user_group_ids = local.redis_iam ? [aws_elasticache_user_group.redis[0].user_group_id] : null
 
   # A cache: nothing to restore from snapshots.
   snapshot_retention_limit = 0
@@ -121,8 +223,8 @@ resource "aws_elasticache_replication_group" "redis" {
 
   lifecycle {
     precondition {
-      condition     = var.redis_auth_token != null && length(var.private_subnet_ids) > 0
-      error_message = "enable_redis needs redis_auth_token and private_subnet_ids."
+      condition     = (local.redis_iam || var.redis_auth_token != null) && length(var.private_subnet_ids) > 0
+      error_message = "enable_redis needs private_subnet_ids, and redis_auth_token with redis_auth = \"token\"."
     }
     precondition {
       condition     = !(var.create_vpc_endpoints || var.create_nat_gateway) || length(var.private_route_table_ids) > 0
@@ -176,6 +278,18 @@ resource "aws_vpc_endpoint" "secretsmanager" {
   security_group_ids  = [aws_security_group.endpoints[0].id]
   private_dns_enabled = true
   tags                = merge(local.tags, { "Name" = "${var.name}-secretsmanager" })
+}
+
+# IAM auth: the functions read the cache through the ElastiCache API at init.
+resource "aws_vpc_endpoint" "elasticache" {
+  count               = local.endpoints_count == 1 && local.redis_iam ? 1 : 0
+  vpc_id              = var.vpc_id
+  service_name        = "com.amazonaws.${local.region}.elasticache"
+  vpc_endpoint_type   = "Interface"
+  subnet_ids          = var.private_subnet_ids
+  security_group_ids  = [aws_security_group.endpoints[0].id]
+  private_dns_enabled = true
+  tags                = merge(local.tags, { "Name" = "${var.name}-elasticache" })
 }
 
 # Optional egress to the internet for the functions in the VPC (create_nat_gateway): one

@@ -362,7 +362,7 @@ variable "generate_encryption_key" {
 # Optional ElastiCache (Redis)
 
 variable "enable_redis" {
-  description = "Create an ElastiCache Redis replication group for the cache. The functions in redis_functions then run in the VPC (private_subnet_ids) and reach DynamoDB, S3 and Secrets Manager through VPC endpoints; the others stay out of the VPC with the in-process cache."
+  description = "Create an ElastiCache cache (redis_mode: a node-based replication group, or ElastiCache Serverless for Valkey). The functions in redis_functions then run in the VPC (private_subnet_ids) and reach DynamoDB, S3 and Secrets Manager through VPC endpoints; the others stay out of the VPC with the in-process cache."
   type        = bool
   default     = false
 }
@@ -408,6 +408,39 @@ variable "create_vpc_endpoints" {
   default     = true
 }
 
+variable "redis_mode" {
+  description = "With enable_redis: \"node-based\" (a replication group of redis_node_type nodes, billed by the node-hour) or \"serverless\" (ElastiCache Serverless for Valkey, billed by the GB-hour stored, at least 100 MB, and by ECPU; docs/COSTS.md). A serverless cache takes IAM auth only."
+  type        = string
+  default     = "node-based"
+
+  validation {
+    condition     = contains(["node-based", "serverless"], var.redis_mode)
+    error_message = "redis_mode: \"node-based\" or \"serverless\"."
+  }
+}
+
+variable "redis_auth" {
+  description = "With enable_redis: \"iam\" (an ElastiCache user with IAM auth; the functions in redis_functions sign short-lived tokens as their roles, granted elasticache:Connect, and find the cache by id through the ElastiCache API: no secret anywhere) or \"token\" (the AUTH token redis_auth_token; node-based only). null: \"token\" when redis_auth_token is set, else \"iam\"."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.redis_auth == null || contains(["iam", "token"], coalesce(var.redis_auth, "iam"))
+    error_message = "redis_auth: \"iam\", \"token\" or null."
+  }
+}
+
+variable "redis_serverless_max_storage_gb" {
+  description = "With redis_mode = \"serverless\": the most data the cache may hold, in GB (ElastiCache evicts beyond it); caps the storage bill. Wisp's cache holds small values: a fleet of 1,000 pipeds stays far below 1 GB."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.redis_serverless_max_storage_gb >= 1 && var.redis_serverless_max_storage_gb <= 5000
+    error_message = "redis_serverless_max_storage_gb: 1 to 5,000."
+  }
+}
+
 variable "redis_node_type" {
   description = "ElastiCache node type."
   type        = string
@@ -427,7 +460,7 @@ variable "redis_engine_version" {
 }
 
 variable "redis_auth_token" {
-  description = "With enable_redis: the Redis AUTH token (16-128 printable characters, no @, \", /). ElastiCache has no write-only form of it, so it is in the Terraform state: keep the state encrypted. Put the same value in the config (cache.config.authToken)."
+  description = "With enable_redis and redis_auth = \"token\": the Redis AUTH token (16-128 printable characters, no @, \", /). ElastiCache has no write-only form of it, so it is in the Terraform state: keep the state encrypted. Put the same value in the config (cache.config.authToken)."
   type        = string
   default     = null
   sensitive   = true

@@ -12,6 +12,12 @@ function holding exactly the policy the tests derived (tests/e2e/support/iam.rs)
         user (or replaces its inline policy `wisp`) with the operator's credentials;
         prints {"<user>": {"access_key_id", "secret_access_key"}} (keys only for users
         it created).
+    python3 moto_iam.py cache ENDPOINT OPERATOR.json CACHE_ID USER_ID
+        As the operator, makes the deployment's ElastiCache cache as the IaC makes it with
+        IAM auth (infra/terraform redis.tf, template.yaml): user USER_ID with IAM auth (its
+        name equal to its id), a user group holding it, and replication group CACHE_ID
+        with in-transit encryption and that user group. (moto serves no serverless
+        caches.)
 """
 
 import json
@@ -71,9 +77,27 @@ def users(endpoint, operator_file, spec_file):
     json.dump(out, sys.stdout)
 
 
+def cache(endpoint, operator_file, cache_id, user_id):
+    with open(operator_file) as f:
+        key = json.load(f)
+    client = boto3.client("elasticache", endpoint_url=endpoint, region_name=REGION,
+                          aws_access_key_id=key["access_key_id"],
+                          aws_secret_access_key=key["secret_access_key"])
+    client.create_user(UserId=user_id, UserName=user_id, Engine="redis",
+                       AccessString="on ~* -@all +ping +get +set +del +hset +hget +hgetall +hdel",
+                       AuthenticationMode={"Type": "iam"})
+    group = cache_id.removesuffix("-cache") + "-users"
+    client.create_replication_group(
+        ReplicationGroupId=cache_id, ReplicationGroupDescription="Wisp cache", Engine="redis",
+        CacheNodeType="cache.t4g.micro", NumCacheClusters=1, TransitEncryptionEnabled=True,
+        UserGroupIds=[group])
+
+
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "operator":
         operator(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) >= 6 and sys.argv[1] == "cache":
+        cache(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif len(sys.argv) >= 5 and sys.argv[1] == "users":
         users(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

@@ -11,7 +11,9 @@
 //! piped, API key, admin, applications, deployments, stage log and live state then served
 //! by the functions under their own grants. No function may be refused a call, and a
 //! revoked credential or session must be refused by another function within the
-//! documented bound. A third test takes one grant away and sees the harness fail.
+//! documented bound. A third test takes one grant away and sees the harness fail. With
+//! the cache the IaC makes with IAM auth, the functions that use it look it up at init
+//! under their grants, and without one of them init fails naming it.
 //!
 //! Needs `scripts/moto.sh start-iam` (scripts/test starts it on its own port and sets
 //! WISP_TEST_MOTO_IAM_ENDPOINT and WISP_TEST_MOTO_IAM_OPERATOR), Terraform with the
@@ -20,6 +22,7 @@
 use crate::support;
 
 use futures::FutureExt;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use tonic::Code;
@@ -544,4 +547,176 @@ async fn a_missing_grant_fails_the_scenario() {
             .any(|d| d.starts_with("web-api: s3:PutObject") && d.contains("revocations.json")),
         "moto must have refused web-api's PutObject on the revocations object: {denied:?}"
     );
+}
+
+/// One call through each function, so that each has started (and run its init).
+async fn touch_every_function(stack: &IamStack) {
+    let wisp = &stack.wisp;
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let piped = wisp.add_piped(QUICKSTART, "cache-lookup");
+    let mut client = wisp.piped_client(Via::Bridge, &piped).await;
+    ok(client
+        .list_unhandled_commands(ListUnhandledCommandsRequest::default())
+        .await);
+    let key = wisp.add_api_key(QUICKSTART, "cache-lookup", "READ_WRITE");
+    let mut pipectl = wisp.api_key_client(Via::Bridge, &key).await;
+    ok(pipectl
+        .list_applications(api::ListApplicationsRequest::default())
+        .await);
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let login = wisp.login_static(QUICKSTART, &username, &password).await;
+    let token = cookie_value(set_cookie(&login, "token").expect("a session")).to_string();
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    ok(console.get_me(web::GetMeRequest {}).await);
+    // Not piped-stats: it reads the stats the cache holds, and there is no Redis behind
+    // moto's endpoint.
+    let report = front
+        .invoke("wisp-jobs", &serde_json::json!({"job": "orphan-commands"}))
+        .unwrap_or_else(|e| panic!("job failed: {e}\n{}", front.log_text("wisp-jobs")));
+    let report: serde_json::Value = serde_json::from_slice(&report).expect("a JSON report");
+    assert_eq!(report["finished"], true, "{report}");
+}
+
+/// The cache the IaC makes with IAM auth (`redis_auth = "iam"`, `RedisAuth=iam`), named
+/// by id in the config: each function that uses it looks it up at init through moto's
+/// ElastiCache under its own grants (DescribeReplicationGroups, DescribeUsers), and
+/// exactly those functions are granted the lookup and `elasticache:Connect`; the others
+/// keep their cache in process and call no ElastiCache API. (moto serves no serverless
+/// caches: infra/terraform/tests checks the serverless grants in the plan.)
+async fn cache_lookup_with_the_grants(flavour: Flavour, test: &str) {
+    let Some(stack) = IamStack::start_with_cache(test, flavour, Some("node-based"), |_| {}) else {
+        return;
+    };
+    let cache = stack.derived.cache.clone().expect("derived with the cache");
+    touch_every_function(&stack).await;
+    stack.assert_no_access_denied("the cache's lookup at init");
+    stack.assert_calls_within_grants();
+
+    let calls = stack.function_calls();
+    let callers = |action: &str, resource: &str| -> BTreeSet<String> {
+        calls
+            .iter()
+            .filter(|(_, c)| c.action == action && c.resource == resource && c.status == 200)
+            .map(|(f, _)| f.clone())
+            .collect()
+    };
+    let granted = |action: &str| -> BTreeSet<String> {
+        stack
+            .derived
+            .functions
+            .iter()
+            .filter(|(_, g)| {
+                g.statements()
+                    .iter()
+                    .any(|s| s.actions.iter().any(|a| a == action))
+            })
+            .map(|(f, _)| f.clone())
+            .collect()
+    };
+    let in_process: BTreeSet<String> = stack
+        .derived
+        .functions
+        .iter()
+        .filter(|(_, g)| g.env.get("WISP_CACHE").map(String::as_str) == Some("MEMORY"))
+        .map(|(f, _)| f.clone())
+        .collect();
+    let users = granted("elasticache:Connect");
+    assert_eq!(
+        users,
+        BTreeSet::from(["api", "jobs", "piped-api", "web-api"].map(String::from)),
+        "{flavour:?}: the functions that use the cache"
+    );
+    assert!(
+        users.is_disjoint(&in_process)
+            && users.len() + in_process.len() == stack.derived.functions.len(),
+        "{flavour:?}: every function either uses the cache ({users:?}) or keeps its own \
+         ({in_process:?})"
+    );
+    assert_eq!(
+        callers("elasticache:DescribeReplicationGroups", &cache.arn),
+        users,
+        "{flavour:?}: each function that uses the cache looked it up, and no other"
+    );
+    assert_eq!(
+        callers("elasticache:DescribeUsers", &cache.user_arn),
+        users,
+        "{flavour:?}: each function that uses the cache read its user, and no other"
+    );
+    for function in &users {
+        let grants = stack.derived.grants(function).statements();
+        for resource in [&cache.arn, &cache.user_arn] {
+            assert!(
+                grants
+                    .iter()
+                    .any(|s| s.actions.iter().any(|a| a == "elasticache:Connect")
+                        && s.resources.contains(resource)),
+                "{flavour:?}: {function} may not connect to {resource}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn cache_lookup_with_the_terraform_grants() {
+    cache_lookup_with_the_grants(Flavour::Terraform, "cache_lookup_with_the_terraform_grants")
+        .await;
+}
+
+#[tokio::test]
+async fn cache_lookup_with_the_sam_grants() {
+    cache_lookup_with_the_grants(Flavour::Sam, "cache_lookup_with_the_sam_grants").await;
+}
+
+/// Without piped-api's grant to read the cache's user, piped-api's init fails (the stack
+/// does not start) with the one-line error naming the permission to grant, and the
+/// cause moto gave.
+fn a_missing_cache_grant_fails_init(flavour: Flavour, test: &str) {
+    if std::env::var(support::iam::ENDPOINT_VAR).is_err() {
+        // IamStack::start says why it skips.
+        assert!(IamStack::start(test, flavour, |_| {}).is_none());
+        return;
+    }
+    let failure = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        IamStack::start_with_cache(test, flavour, Some("node-based"), |derived| {
+            let user = derived.cache.clone().expect("the cache").user_arn;
+            derived.remove_grant("piped-api", "elasticache:DescribeUsers", &user);
+        })
+    }))
+    .map(|_| ())
+    .expect_err("piped-api must not start without its grant");
+    let message = failure.downcast::<String>().map(|m| *m).unwrap_or_default();
+    assert!(
+        message.contains("wisp-piped-api exited during init"),
+        "{flavour:?}: the stack must fail on piped-api's init: {message}"
+    );
+    let line = message
+        .lines()
+        .find(|l| l.contains("\"init failed\""))
+        .unwrap_or_else(|| panic!("{flavour:?}: no init failure logged: {message}"));
+    let logged: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
+    assert_eq!(logged["function"], "piped-api", "{logged}");
+    let error = logged["error"].as_str().expect("the error");
+    for wanted in [
+        "DescribeUsers was refused (AccessDenied): grant elasticache:DescribeUsers on the user ",
+        "-app to this function's role",
+    ] {
+        assert!(
+            error.contains(wanted),
+            "{flavour:?}: {error:?} lacks {wanted:?}"
+        );
+    }
+    assert!(!error.contains('\n'), "{error:?}");
+}
+
+#[test]
+fn a_missing_cache_grant_fails_init_with_terraform() {
+    a_missing_cache_grant_fails_init(
+        Flavour::Terraform,
+        "a_missing_cache_grant_fails_init_with_terraform",
+    );
+}
+
+#[test]
+fn a_missing_cache_grant_fails_init_with_sam() {
+    a_missing_cache_grant_fails_init(Flavour::Sam, "a_missing_cache_grant_fails_init_with_sam");
 }

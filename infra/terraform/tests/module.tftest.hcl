@@ -335,6 +335,14 @@ run "redis_key_prefix_and_schedules" {
     condition     = strcontains(output.config_template, "type: REDIS") && strcontains(output.config_template, "prefix: prod/")
     error_message = "config template with Redis and the key prefix"
   }
+  assert {
+    condition     = length(aws_elasticache_user.app) == 0 && aws_elasticache_replication_group.redis[0].user_group_ids == null && strcontains(output.config_template, "address: master.wisp-cache") && !strcontains(output.config_template, "cacheId")
+    error_message = "with redis_auth_token: token mode as before (no IAM user, the cache by address)"
+  }
+  assert {
+    condition     = !anytrue([for d in data.aws_iam_policy_document.function : anytrue([for st in d.statement : anytrue([for a in st.actions : startswith(a, "elasticache:")])])]) && length(aws_vpc_endpoint.elasticache) == 0
+    error_message = "token mode needs no ElastiCache grant nor endpoint"
+  }
 }
 
 # SSO with Redis for every function: http in the VPC, the internet through a NAT gateway.
@@ -362,6 +370,122 @@ run "redis_with_http_in_the_vpc_through_nat" {
     condition     = length(aws_vpc_security_group_egress_rule.lambda_https) == 1 && aws_vpc_security_group_egress_rule.lambda_https[0].cidr_ipv4 == "0.0.0.0/0" && aws_vpc_security_group_egress_rule.lambda_https[0].from_port == 443
     error_message = "the functions may open HTTPS to the internet (GitHub, the OIDC provider)"
   }
+}
+
+# IAM auth (no token given): the config names the cache by id, the functions that use
+# it and only they get the lookup and elasticache:Connect on the cache and the user.
+run "redis_node_based_with_iam_auth" {
+  command = plan
+
+  variables {
+    enable_redis            = true
+    private_subnet_ids      = ["subnet-c", "subnet-d"]
+    private_route_table_ids = ["rtb-1"]
+  }
+
+  assert {
+    condition     = length(aws_elasticache_replication_group.redis) == 1 && aws_elasticache_replication_group.redis[0].auth_token == null && aws_elasticache_replication_group.redis[0].user_group_ids == toset(["wisp-users"]) && aws_elasticache_replication_group.redis[0].transit_encryption_enabled
+    error_message = "a replication group with TLS and the user group, no AUTH token"
+  }
+  assert {
+    condition     = length(aws_elasticache_serverless_cache.redis) == 0
+    error_message = "no serverless cache in node-based mode"
+  }
+  assert {
+    condition     = aws_elasticache_user.app[0].user_id == "wisp-app" && aws_elasticache_user.app[0].user_name == "wisp-app" && one(aws_elasticache_user.app[0].authentication_mode).type == "iam" && aws_elasticache_user.app[0].engine == "redis"
+    error_message = "the functions' user has IAM auth, its name equal to its id"
+  }
+  assert {
+    condition     = !strcontains(aws_elasticache_user.app[0].access_string, "@all") || strcontains(aws_elasticache_user.app[0].access_string, "-@all")
+    error_message = "the functions' user may run only the commands Wisp sends"
+  }
+  assert {
+    condition     = aws_elasticache_user.disabled_default[0].user_name == "default" && startswith(aws_elasticache_user.disabled_default[0].access_string, "off ") && aws_elasticache_user_group.redis[0].user_ids == toset(["wisp-default", "wisp-app"])
+    error_message = "the user group's default user is disabled"
+  }
+  assert {
+    condition     = length(aws_vpc_endpoint.elasticache) == 1 && aws_vpc_endpoint.elasticache[0].service_name == "com.amazonaws.us-east-1.elasticache" && aws_vpc_endpoint.elasticache[0].private_dns_enabled
+    error_message = "the lookup reaches the ElastiCache API inside the VPC"
+  }
+  assert {
+    condition     = alltrue([for k in ["piped-api", "api", "web-api", "jobs"] : anytrue([for st in data.aws_iam_policy_document.function[k].statement : st.sid == "CacheLookup" && st.actions == toset(["elasticache:DescribeReplicationGroups"]) && st.resources == toset(["arn:aws:elasticache:us-east-1:123456789012:replicationgroup:wisp-cache"])])])
+    error_message = "the functions that use the cache look it up (DescribeReplicationGroups on the group)"
+  }
+  assert {
+    condition     = alltrue([for k in ["piped-api", "api", "web-api", "jobs"] : anytrue([for st in data.aws_iam_policy_document.function[k].statement : st.sid == "CacheUserLookup" && st.actions == toset(["elasticache:DescribeUsers"]) && st.resources == toset(["arn:aws:elasticache:us-east-1:123456789012:user:wisp-app"])])])
+    error_message = "the functions that use the cache read their user (DescribeUsers on the user)"
+  }
+  assert {
+    condition     = alltrue([for k in ["piped-api", "api", "web-api", "jobs"] : anytrue([for st in data.aws_iam_policy_document.function[k].statement : st.sid == "CacheConnect" && st.actions == toset(["elasticache:Connect"]) && st.resources == toset(["arn:aws:elasticache:us-east-1:123456789012:replicationgroup:wisp-cache", "arn:aws:elasticache:us-east-1:123456789012:user:wisp-app"])])])
+    error_message = "the functions that use the cache may connect to it as the user"
+  }
+  assert {
+    condition     = !anytrue([for st in data.aws_iam_policy_document.function["http"].statement : anytrue([for a in st.actions : startswith(a, "elasticache:")])])
+    error_message = "http does not use the cache: no ElastiCache grant"
+  }
+  assert {
+    condition     = strcontains(output.config_template, "cacheId: wisp-cache") && strcontains(output.config_template, "iamAuth: true") && strcontains(output.config_template, "username: wisp-app") && !strcontains(output.config_template, "serverless") && !strcontains(output.config_template, "authToken") && !strcontains(output.config_template, "address: master")
+    error_message = "the config names the cache by id with IAM auth"
+  }
+  assert {
+    condition     = output.redis_cache_id == "wisp-cache" && output.redis_username == "wisp-app"
+    error_message = "the cache id and user in the outputs"
+  }
+}
+
+run "redis_serverless" {
+  command = plan
+
+  variables {
+    enable_redis            = true
+    redis_mode              = "serverless"
+    redis_functions         = ["piped-api", "jobs"]
+    private_subnet_ids      = ["subnet-c", "subnet-d"]
+    private_route_table_ids = ["rtb-1"]
+  }
+
+  assert {
+    condition     = length(aws_elasticache_replication_group.redis) == 0 && length(aws_elasticache_serverless_cache.redis) == 1
+    error_message = "a serverless cache, no replication group"
+  }
+  assert {
+    condition     = aws_elasticache_serverless_cache.redis[0].engine == "valkey" && aws_elasticache_serverless_cache.redis[0].name == "wisp-cache" && aws_elasticache_serverless_cache.redis[0].user_group_id == "wisp-users" && aws_elasticache_serverless_cache.redis[0].subnet_ids == toset(["subnet-c", "subnet-d"])
+    error_message = "ElastiCache Serverless for Valkey in the private subnets, with the user group"
+  }
+  assert {
+    condition     = one(one(aws_elasticache_serverless_cache.redis[0].cache_usage_limits).data_storage).maximum == 1 && one(one(aws_elasticache_serverless_cache.redis[0].cache_usage_limits).data_storage).unit == "GB"
+    error_message = "the storage capped at redis_serverless_max_storage_gb"
+  }
+  assert {
+    condition     = aws_elasticache_user.app[0].engine == "valkey" && aws_elasticache_user_group.redis[0].engine == "valkey"
+    error_message = "Valkey users"
+  }
+  assert {
+    condition     = toset([for k, d in data.aws_iam_policy_document.function : k if anytrue([for st in d.statement : st.sid == "CacheLookup" && st.actions == toset(["elasticache:DescribeServerlessCaches"]) && st.resources == toset(["arn:aws:elasticache:us-east-1:123456789012:serverlesscache:wisp-cache"])])]) == toset(["piped-api", "jobs"])
+    error_message = "exactly the functions in redis_functions look the serverless cache up"
+  }
+  assert {
+    condition     = toset([for k, d in data.aws_iam_policy_document.function : k if anytrue([for st in d.statement : contains(st.actions, "elasticache:Connect") && contains(st.resources, "arn:aws:elasticache:us-east-1:123456789012:serverlesscache:wisp-cache")])]) == toset(["piped-api", "jobs"])
+    error_message = "exactly the functions in redis_functions may connect to the serverless cache"
+  }
+  assert {
+    condition     = strcontains(output.config_template, "cacheId: wisp-cache") && strcontains(output.config_template, "serverless: true") && strcontains(output.config_template, "iamAuth: true")
+    error_message = "the config names the serverless cache by id"
+  }
+}
+
+run "redis_serverless_with_a_token_is_refused" {
+  command = plan
+
+  variables {
+    enable_redis            = true
+    redis_mode              = "serverless"
+    private_subnet_ids      = ["subnet-c", "subnet-d"]
+    private_route_table_ids = ["rtb-1"]
+    redis_auth_token        = "test-token-for-the-plan-only" #checkov:skip=CKV_SECRET_6:A stand-in for the plan-only test, not a credential.
+  }
+
+  expect_failures = [aws_elasticache_serverless_cache.redis]
 }
 
 run "http_in_the_vpc_without_egress_is_refused" {

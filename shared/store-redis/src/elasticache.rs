@@ -4,14 +4,16 @@
 //! `DescribeServerlessCaches` (and `DescribeUsers` for IAM auth).
 //!
 //! A cache Wisp cannot use — not available yet, TLS off, an auth mode other than the one
-//! configured — is a one-line error naming the cause and the fix, rather than Redis
-//! timeouts on every call later.
+//! configured — or a lookup the role may not make (the IAM action to grant) is a
+//! one-line error naming the cause and the fix, rather than Redis timeouts on every call
+//! later.
 
 use std::fmt;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_elasticache::Client;
-use aws_sdk_elasticache::error::ProvideErrorMetadata;
+use aws_sdk_elasticache::config::http::HttpResponse;
+use aws_sdk_elasticache::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_elasticache::types::{AuthenticationType, ReplicationGroup, ServerlessCache};
 
 /// How Wisp is configured to authenticate to the cache.
@@ -129,6 +131,21 @@ pub enum DiscoveryError {
         wanted: AuthMode,
         fix: &'static str,
     },
+    /// The role lacks the permission for one of the lookup's calls: the message names
+    /// the IAM action to grant.
+    #[error(
+        "ElastiCache {kind} {id}: {operation} was refused (AccessDenied): grant \
+         elasticache:{operation} on {resource} to this function's role (the IaC grants it \
+         to the functions that use the cache)"
+    )]
+    AccessDenied {
+        kind: &'static str,
+        id: String,
+        operation: &'static str,
+        resource: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("ElastiCache {kind} {id}: {what}")]
     Api {
         kind: &'static str,
@@ -158,6 +175,13 @@ fn kind(serverless: bool) -> &'static str {
     }
 }
 
+/// Whether the API refused a call for want of a permission (AWS answers `AccessDenied`
+/// with 403; a stand-in may send only the status).
+fn access_denied<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> bool {
+    matches!(e.code(), Some("AccessDenied" | "AccessDeniedException"))
+        || e.raw_response().is_some_and(|r| r.status().as_u16() == 403)
+}
+
 /// The SDK configuration `lookup` asks for (region and endpoint overrides applied).
 pub async fn sdk_config(lookup: &Lookup) -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest());
@@ -178,6 +202,16 @@ pub async fn discover(lookup: &Lookup, config: &SdkConfig) -> Result<FoundCache,
         .map_or_else(|| "the default region".to_string(), ToString::to_string);
     let k = kind(lookup.serverless);
     let id = lookup.cache_id.as_str();
+    let denied =
+        |operation: &'static str, resource: String, e: Box<dyn std::error::Error + Send + Sync>| {
+            DiscoveryError::AccessDenied {
+                kind: k,
+                id: id.to_string(),
+                operation,
+                resource,
+                source: e,
+            }
+        };
     let api = |what: &str, e: Box<dyn std::error::Error + Send + Sync>| DiscoveryError::Api {
         kind: k,
         id: id.to_string(),
@@ -198,6 +232,13 @@ pub async fn discover(lookup: &Lookup, config: &SdkConfig) -> Result<FoundCache,
         let out = match out {
             Ok(out) => out,
             Err(e) if e.code() == Some("ServerlessCacheNotFoundFault") => return Err(not_found()),
+            Err(e) if access_denied(&e) => {
+                return Err(denied(
+                    "DescribeServerlessCaches",
+                    format!("the serverless cache {id}"),
+                    Box::new(e),
+                ));
+            }
             Err(e) => return Err(api("DescribeServerlessCaches", Box::new(e))),
         };
         let Some(cache) = out.serverless_caches().first() else {
@@ -213,6 +254,13 @@ pub async fn discover(lookup: &Lookup, config: &SdkConfig) -> Result<FoundCache,
         let out = match out {
             Ok(out) => out,
             Err(e) if e.code() == Some("ReplicationGroupNotFoundFault") => return Err(not_found()),
+            Err(e) if access_denied(&e) => {
+                return Err(denied(
+                    "DescribeReplicationGroups",
+                    format!("the replication group {id}"),
+                    Box::new(e),
+                ));
+            }
             Err(e) => return Err(api("DescribeReplicationGroups", Box::new(e))),
         };
         let Some(group) = out.replication_groups().first() else {
@@ -232,6 +280,13 @@ pub async fn discover(lookup: &Lookup, config: &SdkConfig) -> Result<FoundCache,
                 .and_then(|a| a.r#type())
                 .cloned(),
             Err(e) if e.code() == Some("UserNotFound") => None,
+            Err(e) if access_denied(&e) => {
+                return Err(denied(
+                    "DescribeUsers",
+                    format!("the user {user}"),
+                    Box::new(e),
+                ));
+            }
             Err(e) => return Err(api("DescribeUsers", Box::new(e))),
         };
         match user_auth {

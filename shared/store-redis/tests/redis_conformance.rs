@@ -615,6 +615,11 @@ mod iam {
     use aws_credential_types::provider::SharedCredentialsProvider;
     use wisp_store_redis::iam::{IamAuth, TokenTarget, sign_token};
 
+    /// What the IaC lets its IAM-auth user run (infra/terraform redis.tf
+    /// `redis_access_string`, template.yaml `RedisAppUser`): the cases below pass with
+    /// exactly these commands.
+    const IAC_COMMANDS: &str = "-@all +ping +get +set +del +hset +hget +hgetall +hdel";
+
     /// 2026-11-26T21:40:00Z, where the test clock starts.
     const START: u64 = 1_795_729_200;
 
@@ -695,7 +700,7 @@ mod iam {
                 .arg("resetpass")
                 .arg(format!(">{token}"))
                 .arg("~*")
-                .arg("+@all")
+                .arg(IAC_COMMANDS.split(' ').collect::<Vec<_>>())
                 .query_async(&mut self.admin)
                 .await
                 .expect("ACL SETUSER");

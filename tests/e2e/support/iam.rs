@@ -78,8 +78,23 @@ pub struct Derived {
     pub bucket: String,
     pub prefix: String,
     pub secrets: Secrets,
+    /// The ElastiCache cache and user, when derived with a cache mode.
+    #[serde(default)]
+    pub cache: Option<CacheNames>,
     /// By function (`piped-api`, `api`, `web-api`, `http`, `jobs`).
     pub functions: BTreeMap<String, Grants>,
+}
+
+/// The cache as the deployment code names it (redis.tf, template.yaml).
+#[derive(Debug, Clone, Deserialize)]
+pub struct CacheNames {
+    /// Replication group id or serverless cache name.
+    pub id: String,
+    /// The ElastiCache user with IAM auth.
+    pub user: String,
+    pub serverless: bool,
+    pub arn: String,
+    pub user_arn: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -166,11 +181,23 @@ pub fn glob(pattern: &str, value: &str) -> bool {
 impl Derived {
     /// Runs `scripts/iam-policies` for `flavour` with deployment name `name`.
     pub fn derive(flavour: Flavour, name: &str, dir: &Path) -> Derived {
+        Derived::derive_with_cache(flavour, name, dir, None)
+    }
+
+    /// [`Derived::derive`] with the deployment's ElastiCache cache in `cache` mode
+    /// (`node-based` or `serverless`) and IAM auth.
+    pub fn derive_with_cache(
+        flavour: Flavour,
+        name: &str,
+        dir: &Path,
+        cache: Option<&str>,
+    ) -> Derived {
         let out = dir.join(format!("iam-{}.json", flavour.arg()));
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let run = Command::new(root.join("scripts/iam-policies"))
             .args([flavour.arg(), name, S3_PREFIX])
             .arg(&out)
+            .args(cache)
             .output()
             .expect("run scripts/iam-policies");
         assert!(
@@ -242,6 +269,19 @@ impl Derived {
                             .all(|r| *r == bucket || r.starts_with(&format!("{bucket}/"))),
                         "{function}: S3 grants outside the bucket: {resources:?}"
                     ),
+                    "elasticache" => {
+                        let cache = self.cache.as_ref().unwrap_or_else(|| {
+                            panic!("{function}: ElastiCache grants without a cache")
+                        });
+                        assert!(
+                            !resources.is_empty()
+                                && resources
+                                    .iter()
+                                    .all(|r| *r == cache.arn || *r == cache.user_arn),
+                            "{function}: ElastiCache grants must name only the cache and its \
+                             user: {resources:?}"
+                        );
+                    }
                     "logs" => assert!(
                         resources.iter().all(|r| r
                             .starts_with(&format!("arn:aws:logs:{REGION}:{ACCOUNT}:log-group:"))),
@@ -508,6 +548,31 @@ fn describe(parts: &http::request::Parts, body: &[u8]) -> Option<(String, String
                 resource,
             )
         }
+        // The query protocol: the action and its parameters in the form body.
+        "elasticache" => {
+            let form: BTreeMap<String, String> = String::from_utf8_lossy(body)
+                .split('&')
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (percent_decode(k), percent_decode(&v.replace('+', " "))))
+                .collect();
+            let arn = format!("arn:aws:elasticache:{REGION}:{ACCOUNT}");
+            let resource = if let Some(id) = form.get("ReplicationGroupId") {
+                format!("{arn}:replicationgroup:{id}")
+            } else if let Some(name) = form.get("ServerlessCacheName") {
+                format!("{arn}:serverlesscache:{name}")
+            } else if let Some(user) = form.get("UserId") {
+                format!("{arn}:user:{user}")
+            } else {
+                "*".to_string()
+            };
+            (
+                format!(
+                    "elasticache:{}",
+                    form.get("Action").cloned().unwrap_or_default()
+                ),
+                resource,
+            )
+        }
         other => (
             format!("{other}:{}", target.unwrap_or_default()),
             "*".to_string(),
@@ -586,6 +651,19 @@ impl IamStack {
         flavour: Flavour,
         tweak: impl FnOnce(&mut Derived),
     ) -> Option<IamStack> {
+        IamStack::start_with_cache(test, flavour, None, tweak)
+    }
+
+    /// [`IamStack::start`] with the deployment's ElastiCache cache (`node-based` or
+    /// `serverless`, IAM auth): the operator makes the cache and its user in moto's
+    /// ElastiCache as the deployment code names them, and the config names the cache by
+    /// id, so that each function that uses it looks it up at init under its own grants.
+    pub fn start_with_cache(
+        test: &str,
+        flavour: Flavour,
+        cache: Option<&str>,
+        tweak: impl FnOnce(&mut Derived),
+    ) -> Option<IamStack> {
         let (Some(endpoint), Some(operator_file)) = (env_var(ENDPOINT_VAR), env_var(OPERATOR_VAR))
         else {
             return skip(
@@ -622,7 +700,7 @@ impl IamStack {
             "wispiam{}",
             &uuid::Uuid::new_v4().simple().to_string()[..10]
         );
-        let mut derived = Derived::derive(flavour, &name, dir.path());
+        let mut derived = Derived::derive_with_cache(flavour, &name, dir.path(), cache);
         assert_eq!(derived.prefix, S3_PREFIX);
         tweak(&mut derived);
         derived.check_resources();
@@ -653,7 +731,40 @@ impl IamStack {
         };
         let config_secret = secret_name(&derived.secrets.config);
         let key_secret = secret_name(&derived.secrets.key);
-        backend.put_secret(&config_secret, &backend.config_yaml());
+        let python = env_var(PYTHON_VAR).unwrap_or_else(|| "python3".into());
+        let moto_iam = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/moto_iam.py");
+        let mut config = backend.config_yaml();
+        if let Some(cache) = &derived.cache {
+            // The cache and its user, made by the operator as the IaC makes them.
+            let made = Command::new(&python)
+                .arg(&moto_iam)
+                .args(["cache", &endpoint])
+                .arg(&operator_file)
+                .args([&cache.id, &cache.user])
+                .output()
+                .expect("run scripts/lib/moto_iam.py");
+            assert!(
+                made.status.success(),
+                "moto_iam.py cache failed: {}",
+                String::from_utf8_lossy(&made.stderr)
+            );
+            // As config_template (infra/terraform) writes it, pointed at the proxy.
+            let section = format!(
+                "  cache:\n    ttl: 5m\n    type: REDIS\n    config:\n      cacheId: {id}\n{serverless}      \
+                 iamAuth: true\n      username: {user}\n      region: {REGION}\n      endpoint: {url}\n",
+                id = cache.id,
+                serverless = if cache.serverless {
+                    "      serverless: true\n"
+                } else {
+                    ""
+                },
+                user = cache.user,
+                url = recorder.url(),
+            );
+            assert!(config.ends_with("  cache:\n    ttl: 5m\n"), "{config}");
+            config = config.replace("  cache:\n    ttl: 5m\n", &section);
+        }
+        backend.put_secret(&config_secret, &config);
         backend.put_secret(
             &key_secret,
             &format!("key-{}", uuid::Uuid::new_v4().simple()),
@@ -682,17 +793,22 @@ impl IamStack {
                     format!("{name}-{function}"),
                     serde_json::json!({
                         "policy": derived.moto_policy(function),
-                        "managed": grants.managed_policies,
+                        // Lambda itself, not the code, uses the network-interface
+                        // policy of the functions in the VPC (with the cache); moto
+                        // does not know it.
+                        "managed": grants
+                            .managed_policies
+                            .iter()
+                            .filter(|arn| !arn.ends_with("/AWSLambdaENIManagementAccess"))
+                            .collect::<Vec<_>>(),
                     }),
                 )
             })
             .collect();
         let spec_file = dir.path().join("iam-users.json");
         std::fs::write(&spec_file, Value::Object(spec).to_string()).expect("write the users");
-        let python = env_var(PYTHON_VAR).unwrap_or_else(|| "python3".into());
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/lib/moto_iam.py");
-        let made = Command::new(python)
-            .arg(script)
+        let made = Command::new(&python)
+            .arg(&moto_iam)
             .args(["users", &endpoint])
             .arg(&operator_file)
             .arg(&spec_file)
@@ -739,6 +855,8 @@ impl IamStack {
                         var("WISP_ENCRYPTION_KEY_SECRET"),
                     ),
                     ("WISP_WEB_PREFIX".into(), var("WISP_WEB_PREFIX")),
+                    // The functions that do not use the cache keep theirs in process.
+                    ("WISP_CACHE".into(), var("WISP_CACHE")),
                 ],
             );
         }

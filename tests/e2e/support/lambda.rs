@@ -344,20 +344,52 @@ impl LambdaFront {
         // ALB also sends before it routes traffic to a target).
         let spawned = Instant::now();
         let mut init_times = Vec::new();
-        for f in &mut functions {
-            let Some(api) = f.api.clone() else {
-                let probe = runtime.spawn(invoke(f.invoke.clone(), health_check_event(f.name)));
+        // A function that fails its init stops the start; the others, and cargo-lambda,
+        // are stopped rather than left running.
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for f in &mut functions {
+                let Some(api) = f.api.clone() else {
+                    let probe = runtime.spawn(invoke(f.invoke.clone(), health_check_event(f.name)));
+                    loop {
+                        if probe.is_finished() {
+                            let answer = run_on(&runtime, probe).expect("the health check ran");
+                            let answer = answer.unwrap_or_else(|e| {
+                                panic!("{}: health check failed: {e}\n{}", f.name, read_log(&f.log))
+                            });
+                            let answer = alb_response(&answer)
+                                .unwrap_or_else(|e| panic!("{}: health check answer: {e}", f.name));
+                            assert_eq!(answer.status(), StatusCode::OK, "{}: health check", f.name);
+                            init_times.push((f.name, spawned.elapsed()));
+                            break;
+                        }
+                        if let Ok(Some(status)) = f.child.try_wait() {
+                            panic!(
+                                "{} exited during init ({status}):\n{}",
+                                f.name,
+                                read_log(&f.log)
+                            );
+                        }
+                        assert!(
+                            spawned.elapsed() < INIT_TIMEOUT,
+                            "{} did not answer a health check within {INIT_TIMEOUT:?}:\n{}",
+                            f.name,
+                            read_log(&f.log)
+                        );
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    continue;
+                };
                 loop {
-                    if probe.is_finished() {
-                        let answer = run_on(&runtime, probe).expect("the health check ran");
-                        let answer = answer.unwrap_or_else(|e| {
-                            panic!("{}: health check failed: {e}\n{}", f.name, read_log(&f.log))
-                        });
-                        let answer = alb_response(&answer)
-                            .unwrap_or_else(|e| panic!("{}: health check answer: {e}", f.name));
-                        assert_eq!(answer.status(), StatusCode::OK, "{}: health check", f.name);
-                        init_times.push((f.name, spawned.elapsed()));
+                    if let Some(at) = *api.ready.lock().expect("ready") {
+                        init_times.push((f.name, at.duration_since(spawned)));
                         break;
+                    }
+                    if let Some(err) = api.init_error.lock().expect("init error").clone() {
+                        panic!(
+                            "{} reported an init error: {err}\n{}",
+                            f.name,
+                            read_log(&f.log)
+                        );
                     }
                     if let Ok(Some(status)) = f.child.try_wait() {
                         panic!(
@@ -368,41 +400,25 @@ impl LambdaFront {
                     }
                     assert!(
                         spawned.elapsed() < INIT_TIMEOUT,
-                        "{} did not answer a health check within {INIT_TIMEOUT:?}:\n{}",
+                        "{} did not finish init within {INIT_TIMEOUT:?}:\n{}",
                         f.name,
                         read_log(&f.log)
                     );
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                continue;
-            };
-            loop {
-                if let Some(at) = *api.ready.lock().expect("ready") {
-                    init_times.push((f.name, at.duration_since(spawned)));
-                    break;
-                }
-                if let Some(err) = api.init_error.lock().expect("init error").clone() {
-                    panic!(
-                        "{} reported an init error: {err}\n{}",
-                        f.name,
-                        read_log(&f.log)
-                    );
-                }
-                if let Ok(Some(status)) = f.child.try_wait() {
-                    panic!(
-                        "{} exited during init ({status}):\n{}",
-                        f.name,
-                        read_log(&f.log)
-                    );
-                }
-                assert!(
-                    spawned.elapsed() < INIT_TIMEOUT,
-                    "{} did not finish init within {INIT_TIMEOUT:?}:\n{}",
-                    f.name,
-                    read_log(&f.log)
-                );
-                std::thread::sleep(Duration::from_millis(20));
             }
+        }));
+        if let Err(panic) = waited {
+            for f in &mut functions {
+                let _ = f.child.kill();
+                let _ = f.child.wait();
+            }
+            if let Some(mut c) = cargo_lambda {
+                let _ = c.child.kill();
+                let _ = c.child.wait();
+            }
+            runtime.shutdown_background();
+            std::panic::resume_unwind(panic);
         }
 
         let routes: HashMap<&'static str, Route> = functions

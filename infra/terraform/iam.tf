@@ -109,6 +109,30 @@ resource "aws_iam_role" "function" {
   tags                 = local.tags
 }
 
+# The grants per role, as statements: the functions' documents (below) and the Fargate task
+# role's (fargate.tf, the union of the serving roles') are both made from these, so that a
+# grant is written once.
+locals {
+  grants = {
+    for role in keys(local.all_functions) : role => concat(
+      [{ sid = "Table", actions = local.access[role].dynamodb, resources = [aws_dynamodb_table.this.arn] }],
+      contains(keys(local.query), role) ? [{ sid = "Query", actions = ["dynamodb:Query"], resources = local.query[role] }] : [],
+      [{ sid = "Bucket", actions = ["s3:ListBucket"], resources = [aws_s3_bucket.this.arn] }],
+      length(local.access[role].s3) > 0 ? [{ sid = "Objects", actions = local.access[role].s3, resources = [local.access[role].s3_objects] }] : [],
+      contains(keys(local.revocations_access), role) ? [{ sid = "Revocations", actions = local.revocations_access[role], resources = [local.revocations] }] : [],
+      [{
+        sid     = "Secrets"
+        actions = ["secretsmanager:GetSecretValue"]
+        resources = concat(
+          [aws_secretsmanager_secret.config.arn],
+          contains(local.needs_encryption_key, role) ? [aws_secretsmanager_secret.encryption_key.arn] : [],
+        )
+      }],
+      var.kms_key_arn == null ? [] : [{ sid = "Kms", actions = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"], resources = [var.kms_key_arn] }],
+    )
+  }
+}
+
 data "aws_iam_policy_document" "function" {
   for_each = local.functions
 
@@ -118,60 +142,12 @@ data "aws_iam_policy_document" "function" {
     resources = ["${aws_cloudwatch_log_group.function[each.key].arn}:*"]
   }
 
-  statement {
-    sid       = "Table"
-    actions   = local.access[each.key].dynamodb
-    resources = [aws_dynamodb_table.this.arn]
-  }
-
   dynamic "statement" {
-    for_each = contains(keys(local.query), each.key) ? [1] : []
+    for_each = local.grants[each.key]
     content {
-      sid       = "Query"
-      actions   = ["dynamodb:Query"]
-      resources = local.query[each.key]
-    }
-  }
-
-  statement {
-    sid       = "Bucket"
-    actions   = ["s3:ListBucket"]
-    resources = [aws_s3_bucket.this.arn]
-  }
-
-  dynamic "statement" {
-    for_each = length(local.access[each.key].s3) > 0 ? [1] : []
-    content {
-      sid       = "Objects"
-      actions   = local.access[each.key].s3
-      resources = [local.access[each.key].s3_objects]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = contains(keys(local.revocations_access), each.key) ? [1] : []
-    content {
-      sid       = "Revocations"
-      actions   = local.revocations_access[each.key]
-      resources = [local.revocations]
-    }
-  }
-
-  statement {
-    sid     = "Secrets"
-    actions = ["secretsmanager:GetSecretValue"]
-    resources = concat(
-      [aws_secretsmanager_secret.config.arn],
-      contains(local.needs_encryption_key, each.key) ? [aws_secretsmanager_secret.encryption_key.arn] : [],
-    )
-  }
-
-  dynamic "statement" {
-    for_each = var.kms_key_arn == null ? [] : [1]
-    content {
-      sid       = "Kms"
-      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
-      resources = [var.kms_key_arn]
+      sid       = statement.value.sid
+      actions   = statement.value.actions
+      resources = statement.value.resources
     }
   }
 }

@@ -342,12 +342,14 @@ resource "aws_lb_target_group" "grpc" {
   # The task gets SIGTERM after this: by then the load balancer sends it nothing new.
   deregistration_delay = 30
 
-  # A gRPC call to a method no service has: `wisp serve` answers UNIMPLEMENTED (12) when
-  # its gRPC stack is up (the ALB's own default check). /healthz is the HTTP group's.
+  # A PipedService call without credentials: `wisp serve` answers UNAUTHENTICATED (16)
+  # from its gRPC stack without reading a store. (The ALB's default, a call to
+  # /AWS.ALB/healthcheck expecting UNIMPLEMENTED, gets HTTP 405: no such route.) /healthz
+  # is the HTTP group's check. tests/e2e/iam_enforced.rs sends both to the task.
   health_check {
     enabled             = true
-    path                = "/AWS.ALB/healthcheck"
-    matcher             = "12"
+    path                = "/grpc.service.pipedservice.PipedService/ListUnhandledCommands"
+    matcher             = "16"
     interval            = 15
     timeout             = 5
     healthy_threshold   = 2

@@ -43,6 +43,16 @@ pub struct ServeArgs {
     /// `web` build output); every other path that is not a file gets its index.html.
     #[arg(long, env = "WISP_WEB_DIR", value_name = "DIR")]
     pub web_dir: Option<PathBuf>,
+    /// Serve the console's built files from this prefix of the filestore (S3 on AWS;
+    /// `wisp console upload` puts them there) instead of a directory: what the `http`
+    /// function does with the same variable, and the Terraform module's Fargate tasks.
+    #[arg(
+        long,
+        env = "WISP_WEB_PREFIX",
+        value_name = "PREFIX",
+        conflicts_with = "web_dir"
+    )]
+    pub web_prefix: Option<String>,
     /// Send the session cookie without `Secure`, for a console reached over plain HTTP
     /// under a name other than localhost.
     #[arg(long, env = "WISP_INSECURE_COOKIE")]
@@ -193,7 +203,18 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         web_api.clone(),
         ConsoleOptions {
             insecure_cookie: args.insecure_cookie,
-            static_files: args.web_dir.as_ref().map(wisp_console::StaticFiles::new),
+            static_files: match (&args.web_dir, &args.web_prefix) {
+                (Some(dir), _) => Some(wisp_console::StaticFiles::new(dir)),
+                // Assets by presigned URL, as the http function serves them.
+                (None, Some(prefix)) => Some(
+                    wisp_console::StaticFiles::from_filestore(
+                        app.stores.filestore.clone(),
+                        prefix.clone(),
+                    )
+                    .redirect_assets(true),
+                ),
+                (None, None) => None,
+            },
             trusted_proxies: args.trusted_proxy.clone(),
         },
     )?;

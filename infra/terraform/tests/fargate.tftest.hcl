@@ -190,7 +190,7 @@ run "fargate_mode" {
 
   # The load balancer: native gRPC for PipedService and APIService, HTTP for the rest.
   assert {
-    condition     = aws_lb_target_group.grpc[0].protocol_version == "GRPC" && aws_lb_target_group.grpc[0].target_type == "ip" && aws_lb_target_group.grpc[0].health_check[0].matcher == "12"
+    condition     = aws_lb_target_group.grpc[0].protocol_version == "GRPC" && aws_lb_target_group.grpc[0].target_type == "ip" && aws_lb_target_group.grpc[0].health_check[0].matcher == "16" && aws_lb_target_group.grpc[0].health_check[0].path == "/grpc.service.pipedservice.PipedService/ListUnhandledCommands"
     error_message = "a gRPC target group of task addresses"
   }
   assert {

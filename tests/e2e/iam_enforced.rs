@@ -552,7 +552,7 @@ async fn a_missing_grant_fails_the_scenario() {
 /// role's policy), holding exactly that policy on the IAM-enforcing moto. The upstream
 /// protocol's checks then pass over native gRPC, straight to the task as the ALB's gRPC
 /// target group sends them: every PipedService and APIService call needs credentials,
-/// a deployment's whole life, large messages, pipectl's flows; the
+/// a deployment's whole life, large messages, pipectl's flows, a small simulated fleet; the
 /// load balancer's two health checks answer as the target groups expect. No call may be
 /// refused, and every call stays within the grants.
 #[tokio::test]
@@ -617,6 +617,37 @@ async fn the_fargate_task_with_its_task_role() {
         operator_key,
     };
     stack.assert_no_access_denied("pipectl's calls over native gRPC");
+
+    // A small fleet (`wisp simulate`: upstream pipeds' cadence and deployments) against the
+    // task, over native gRPC: no call fails, none is refused a grant.
+    let target = format!("http://{}", stack.wisp.addr());
+    let fleet = stack.wisp.cli(&[
+        "simulate",
+        "--target",
+        &target,
+        "--pipeds",
+        "5",
+        "--apps-per-piped",
+        "2",
+        "--duration",
+        "10s",
+        "--deploy-rate",
+        "360",
+        "--seed",
+        "29",
+        "--compute",
+        "fargate",
+        "--json",
+    ]);
+    assert_eq!(fleet.code, 0, "wisp simulate against the task: {fleet:?}");
+    let report: serde_json::Value =
+        serde_json::from_str(fleet.stdout.trim()).expect("the simulation's report");
+    assert_eq!(report["errors"], 0, "{report}");
+    assert!(
+        report["requests"].as_u64().unwrap_or_default() > 0,
+        "{report}"
+    );
+    stack.assert_no_access_denied("a simulated fleet");
     stack.assert_calls_within_grants();
     assert!(
         !stack.function_calls().is_empty(),

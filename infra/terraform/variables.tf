@@ -514,7 +514,7 @@ variable "fargate" {
     min_tasks           = optional(number, 2)
     max_tasks           = optional(number, 10)
     cpu_target          = optional(number, 60)
-    requests_per_target = optional(number, 30000)
+    requests_per_target = optional(number, 60000)
     stop_timeout        = optional(number, 30)
     assign_public_ip    = optional(bool, false)
   })

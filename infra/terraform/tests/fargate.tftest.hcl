@@ -184,7 +184,7 @@ run "fargate_mode" {
     error_message = "autoscaling between 2 and 10 tasks on CPU"
   }
   assert {
-    condition     = aws_appautoscaling_policy.requests[0].target_tracking_scaling_policy_configuration[0].predefined_metric_specification[0].predefined_metric_type == "ALBRequestCountPerTarget" && aws_appautoscaling_policy.requests[0].target_tracking_scaling_policy_configuration[0].predefined_metric_specification[0].resource_label == "app/wisp/0123456789abcdef/targetgroup/wisp-grpc/0123456789abcdef"
+    condition     = aws_appautoscaling_policy.requests[0].target_tracking_scaling_policy_configuration[0].predefined_metric_specification[0].predefined_metric_type == "ALBRequestCountPerTarget" && aws_appautoscaling_policy.requests[0].target_tracking_scaling_policy_configuration[0].predefined_metric_specification[0].resource_label == "app/wisp/0123456789abcdef/targetgroup/wisp-grpc/0123456789abcdef" && aws_appautoscaling_policy.requests[0].target_tracking_scaling_policy_configuration[0].target_value == 60000
     error_message = "autoscaling on the gRPC target group's requests per task"
   }
 

@@ -11,7 +11,8 @@ locals {
   alarm_actions = var.alarm_sns_topic_arn == null ? [] : [var.alarm_sns_topic_arn]
 
   # The gRPC functions are the routed ones: piped-api, api, web-api.
-  grpc_functions = var.create_alarms ? toset(keys(local.routes)) : toset([])
+  # With compute = "fargate" no function answers gRPC (fargate.tf has the tasks' alarms).
+  grpc_functions = var.create_alarms && !local.fargate ? toset(keys(local.routes)) : toset([])
 
   # The item operations the functions and the admin commands call (shared/store-aws):
   # SystemErrors is published per operation, so the alarm adds these up.
@@ -260,5 +261,6 @@ locals {
     aws_cloudwatch_metric_alarm.dynamodb_system_errors,
     values(aws_cloudwatch_metric_alarm.grpc_server_errors),
     aws_cloudwatch_metric_alarm.revocation_failures,
+    values(aws_cloudwatch_metric_alarm.unhealthy_tasks),
   )
 }

@@ -115,9 +115,10 @@ resource "aws_lb_listener" "https" {
   ssl_policy        = var.ssl_policy
   certificate_arn   = local.certificate_arn
 
+  # The http function, or with compute = "fargate" the tasks' HTTP target group (fargate.tf).
   default_action {
     type             = "forward"
-    target_group_arn = aws_lb_target_group.function["http"].arn
+    target_group_arn = local.fargate ? aws_lb_target_group.web[0].arn : aws_lb_target_group.function["http"].arn
   }
 
   tags = local.tags
@@ -137,7 +138,7 @@ resource "aws_lb_listener" "https" {
 }
 
 resource "aws_lb_listener_rule" "route" {
-  for_each     = local.routes
+  for_each     = local.fargate ? {} : local.routes
   listener_arn = aws_lb_listener.https.arn
   priority     = local.route_priority[each.key]
 

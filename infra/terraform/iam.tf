@@ -24,6 +24,7 @@
 # the cache's lookup at init (elasticache:DescribeReplicationGroups, or
 # DescribeServerlessCaches, on the cache; DescribeUsers on the user: shared/store-redis
 # elasticache.rs) and elasticache:Connect on the cache and the user (the signed token).
+# The Fargate task role (fargate.tf) holds them through the serving roles' grants.
 #
 # tests/e2e/iam_enforced.rs runs every function with exactly these grants (derived from
 # this file by scripts/iam-policies) on a moto_server enforcing IAM, and prints the grants
@@ -115,6 +116,38 @@ resource "aws_iam_role" "function" {
   tags                 = local.tags
 }
 
+# The grants per role, as statements: the functions' documents (below) and the Fargate task
+# role's (fargate.tf, the union of the serving roles') are both made from these, so that a
+# grant is written once.
+locals {
+  grants = {
+    for role in keys(local.all_functions) : role => concat(
+      [{ sid = "Table", actions = local.access[role].dynamodb, resources = [aws_dynamodb_table.this.arn] }],
+      contains(keys(local.query), role) ? [{ sid = "Query", actions = ["dynamodb:Query"], resources = local.query[role] }] : [],
+      [{ sid = "Bucket", actions = ["s3:ListBucket"], resources = [aws_s3_bucket.this.arn] }],
+      length(local.access[role].s3) > 0 ? [{ sid = "Objects", actions = local.access[role].s3, resources = [local.access[role].s3_objects] }] : [],
+      contains(keys(local.revocations_access), role) ? [{ sid = "Revocations", actions = local.revocations_access[role], resources = [local.revocations] }] : [],
+      [{
+        sid     = "Secrets"
+        actions = ["secretsmanager:GetSecretValue"]
+        resources = concat(
+          [aws_secretsmanager_secret.config.arn],
+          contains(local.needs_encryption_key, role) ? [aws_secretsmanager_secret.encryption_key.arn] : [],
+        )
+      }],
+      # IAM auth to the cache (redis.tf), for the roles that use it (redis_functions) and no
+      # other: the lookup at init names the cache and the user; Connect is what ElastiCache
+      # checks of the signed token's signer, on both.
+      var.enable_redis && local.redis_iam && contains(var.redis_functions, role) ? [
+        { sid = "CacheLookup", actions = [local.redis_describe], resources = [local.redis_cache_arn] },
+        { sid = "CacheUserLookup", actions = ["elasticache:DescribeUsers"], resources = [local.redis_user_arn] },
+        { sid = "CacheConnect", actions = ["elasticache:Connect"], resources = [local.redis_cache_arn, local.redis_user_arn] },
+      ] : [],
+      var.kms_key_arn == null ? [] : [{ sid = "Kms", actions = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"], resources = [var.kms_key_arn] }],
+    )
+  }
+}
+
 data "aws_iam_policy_document" "function" {
   for_each = local.functions
 
@@ -124,90 +157,12 @@ data "aws_iam_policy_document" "function" {
     resources = ["${aws_cloudwatch_log_group.function[each.key].arn}:*"]
   }
 
-  statement {
-    sid       = "Table"
-    actions   = local.access[each.key].dynamodb
-    resources = [aws_dynamodb_table.this.arn]
-  }
-
   dynamic "statement" {
-    for_each = contains(keys(local.query), each.key) ? [1] : []
+    for_each = local.grants[each.key]
     content {
-      sid       = "Query"
-      actions   = ["dynamodb:Query"]
-      resources = local.query[each.key]
-    }
-  }
-
-  statement {
-    sid       = "Bucket"
-    actions   = ["s3:ListBucket"]
-    resources = [aws_s3_bucket.this.arn]
-  }
-
-  dynamic "statement" {
-    for_each = length(local.access[each.key].s3) > 0 ? [1] : []
-    content {
-      sid       = "Objects"
-      actions   = local.access[each.key].s3
-      resources = [local.access[each.key].s3_objects]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = contains(keys(local.revocations_access), each.key) ? [1] : []
-    content {
-      sid       = "Revocations"
-      actions   = local.revocations_access[each.key]
-      resources = [local.revocations]
-    }
-  }
-
-  statement {
-    sid     = "Secrets"
-    actions = ["secretsmanager:GetSecretValue"]
-    resources = concat(
-      [aws_secretsmanager_secret.config.arn],
-      contains(local.needs_encryption_key, each.key) ? [aws_secretsmanager_secret.encryption_key.arn] : [],
-    )
-  }
-
-  # IAM auth to the cache (redis.tf), for the functions that use it (redis_functions) and
-  # no other: the lookup at init names the cache and the user; Connect is what
-  # ElastiCache checks of the signed token's signer, on both.
-  dynamic "statement" {
-    for_each = local.redis_iam && contains(local.vpc_functions, each.key) ? [1] : []
-    content {
-      sid       = "CacheLookup"
-      actions   = [local.redis_describe]
-      resources = [local.redis_cache_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.redis_iam && contains(local.vpc_functions, each.key) ? [1] : []
-    content {
-      sid       = "CacheUserLookup"
-      actions   = ["elasticache:DescribeUsers"]
-      resources = [local.redis_user_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.redis_iam && contains(local.vpc_functions, each.key) ? [1] : []
-    content {
-      sid       = "CacheConnect"
-      actions   = ["elasticache:Connect"]
-      resources = [local.redis_cache_arn, local.redis_user_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = var.kms_key_arn == null ? [] : [1]
-    content {
-      sid       = "Kms"
-      actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
-      resources = [var.kms_key_arn]
+      sid       = statement.value.sid
+      actions   = statement.value.actions
+      resources = statement.value.resources
     }
   }
 }

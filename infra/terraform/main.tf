@@ -13,8 +13,13 @@ locals {
   # the outputs evaluable until then.
   host = coalesce(var.domain_name, aws_lb.this.dns_name)
 
+  # compute = "fargate": `wisp serve` on ECS serves every route (fargate.tf); only the
+  # jobs function stays, on its EventBridge schedules (docs/DEPLOY.md "Fargate").
+  fargate = var.compute == "fargate"
+
   # The Lambda functions: key => the cargo binary (functions/<key>, `[[bin]] name`).
-  functions = {
+  functions = local.fargate ? { for k, v in local.all_functions : k => v if k == "jobs" } : local.all_functions
+  all_functions = {
     "piped-api" = "wisp-piped-api"
     "api"       = "wisp-api"
     "web-api"   = "wisp-web-api"
@@ -49,14 +54,14 @@ locals {
   }
 
   # Functions the ALB invokes: the routed ones and the default (http).
-  alb_functions = setunion(keys(local.routes), ["http"])
+  alb_functions = local.fargate ? toset([]) : setunion(keys(local.routes), ["http"])
 
   # The console's functions sign sessions with the encryption key; the others never read it.
   needs_encryption_key = toset(["web-api", "http"])
 
   # With Redis, the functions in redis_functions run in the VPC; the others stay out of it
   # and keep the in-process cache (WISP_CACHE=MEMORY) instead of timing out on Redis.
-  vpc_functions              = var.enable_redis ? toset(var.redis_functions) : toset([])
+  vpc_functions              = var.enable_redis ? setintersection(var.redis_functions, keys(local.functions)) : toset([])
   in_process_cache_functions = var.enable_redis ? setsubtract(keys(local.functions), var.redis_functions) : toset([])
 
   # The alias the load balancer and the schedules invoke: a release is a new version, a

@@ -134,3 +134,13 @@ output "alb_access_logs_bucket" {
   description = "The bucket the load balancer writes its access logs to (under <name>/), or null."
   value       = local.access_logs_bucket
 }
+
+output "ecs_service_name" {
+  description = "With compute = \"fargate\": the ECS service running wisp serve (in the cluster <name>), else null."
+  value       = local.fargate ? aws_ecs_service.serve[0].name : null
+}
+
+output "task_role_arn" {
+  description = "With compute = \"fargate\": the tasks' IAM role (the serving functions' grants), else null."
+  value       = local.fargate ? aws_iam_role.task[0].arn : null
+}

@@ -522,3 +522,45 @@ variable "create_dashboard" {
   type        = bool
   default     = true
 }
+
+# ---------------------------------------------------------------------------
+# Compute
+
+variable "compute" {
+  description = "What serves the routes: \"lambda\" (a function per service, pipeds through wisp bridge) or \"fargate\" (wisp serve as an ECS service on arm64, native gRPC for pipeds and pipectl, settings in fargate). The table, bucket, secrets and the jobs function are the same in both; docs/DEPLOY.md \"Fargate\" says how to switch."
+  type        = string
+  default     = "lambda"
+  nullable    = false
+
+  validation {
+    condition     = contains(["lambda", "fargate"], var.compute)
+    error_message = "compute: \"lambda\" or \"fargate\"."
+  }
+}
+
+variable "fargate" {
+  description = "With compute = \"fargate\": image (required: the arm64 image scripts/image builds, in a registry the tasks pull from), cpu and memory of a task (Fargate units), min_tasks and max_tasks (autoscaling bounds; min_tasks at least 2, across private_subnet_ids' zones), cpu_target (average CPU %) and requests_per_target (gRPC requests per task per minute) that autoscaling keeps, stop_timeout (seconds from SIGTERM to SIGKILL), assign_public_ip (tasks in public subnets, without NAT). docs/COSTS.md gives a task size per fleet size."
+  type = object({
+    image               = optional(string)
+    cpu                 = optional(number, 512)
+    memory              = optional(number, 1024)
+    min_tasks           = optional(number, 2)
+    max_tasks           = optional(number, 10)
+    cpu_target          = optional(number, 60)
+    requests_per_target = optional(number, 60000)
+    stop_timeout        = optional(number, 30)
+    assign_public_ip    = optional(bool, false)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = var.fargate.min_tasks >= 2 && var.fargate.max_tasks >= var.fargate.min_tasks
+    error_message = "fargate: min_tasks at least 2 (one per availability zone survives the loss of the other), max_tasks at least min_tasks."
+  }
+
+  validation {
+    condition     = var.fargate.stop_timeout >= 15 && var.fargate.stop_timeout <= 120
+    error_message = "fargate.stop_timeout: from 15 (wisp serve drains for up to 10 s) to 120 seconds (Fargate's most)."
+  }
+}

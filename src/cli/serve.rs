@@ -56,6 +56,16 @@ pub struct ServeArgs {
     pub web_dir: Option<PathBuf>,
     #[command(flatten)]
     pub fetch_limits: super::console::FetchLimitArgs,
+    /// Serve the console's built files from this prefix of the filestore (S3 on AWS;
+    /// `wisp console upload` puts them there) instead of a directory: what the `http`
+    /// function does with the same variable, and the Terraform module's Fargate tasks.
+    #[arg(
+        long,
+        env = "WISP_WEB_PREFIX",
+        value_name = "PREFIX",
+        conflicts_with_all = ["web_dir", "console"]
+    )]
+    pub web_prefix: Option<String>,
     /// Send the session cookie without `Secure`, for a console reached over plain HTTP
     /// under a name other than localhost.
     #[arg(long, env = "WISP_INSECURE_COOKIE")]
@@ -186,7 +196,10 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         ));
     }
     // After the flags are checked: a version not yet here is fetched now.
-    let console_dir = console_dir(&args).await?;
+    let console_dir = match args.web_prefix {
+        Some(_) => None,
+        None => Some(console_dir(&args).await?),
+    };
     let app = App::open(&args.stores.sources(key)).await?.with_sso_policy(
         wisp_services::web::sso_policy::ProviderPolicy {
             allow_private: args.sso_allow_private_addresses,
@@ -198,7 +211,17 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         web_api.clone(),
         ConsoleOptions {
             insecure_cookie: args.insecure_cookie,
-            static_files: Some(wisp_console::StaticFiles::new(console_dir)),
+            static_files: match (&args.web_prefix, console_dir) {
+                // Assets by presigned URL, as the http function serves them.
+                (Some(prefix), _) => Some(
+                    wisp_console::StaticFiles::from_filestore(
+                        app.stores.filestore.clone(),
+                        prefix.clone(),
+                    )
+                    .redirect_assets(true),
+                ),
+                (None, dir) => dir.map(wisp_console::StaticFiles::new),
+            },
             trusted_proxies: args.trusted_proxy.clone(),
         },
     )?;

@@ -94,6 +94,21 @@ pub struct SimulateArgs {
     /// Seed of the start offsets, phases and deployment arrivals (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// The deployment to price this fleet on: the Terraform module's `compute`. Both are
+    /// compared at 1 to 10,000 pipeds beside upstream's ECS deployment either way.
+    #[arg(long, value_enum, default_value_t = ComputeArg::Lambda)]
+    pub compute: ComputeArg,
+    /// Server CPU per call of `wisp serve` on DynamoDB, in µs, that sizes the Fargate tasks
+    /// (default: the 44 µs measured per poll on the embedded stores, benches/README.md,
+    /// times four for the DynamoDB request).
+    #[arg(long, default_value_t = wisp_simulate::compute::SERVER_CPU_PER_CALL_US)]
+    pub cpu_per_call_us: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ComputeArg {
+    Lambda,
+    Fargate,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -149,6 +164,9 @@ fn check(args: &SimulateArgs) -> Result<Checked, CliError> {
     }
     if !args.flood_wrong_keys.is_finite() || !(0.0..=10_000.0).contains(&args.flood_wrong_keys) {
         return Err(usage("--flood-wrong-keys must be a number from 0 to 10000"));
+    }
+    if !(args.cpu_per_call_us.is_finite() && args.cpu_per_call_us > 0.0) {
+        return Err(usage("--cpu-per-call-us must be a number above 0"));
     }
     if !(128..=10_240).contains(&args.lambda_memory_mb) {
         return Err(usage(
@@ -282,10 +300,31 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
         lambda_arch: args.lambda_arch.name(),
         projection: &projection,
     };
+    let comparison = wisp_simulate::compute::compare(
+        &projection,
+        plan.pipeds.len(),
+        match args.compute {
+            ComputeArg::Lambda => wisp_simulate::compute::Compute::Lambda,
+            ComputeArg::Fargate => wisp_simulate::compute::Compute::Fargate,
+        },
+        &checked.prices,
+        wisp_simulate::compute::Settings {
+            cpu_per_call_us: args.cpu_per_call_us,
+            ..Default::default()
+        },
+    );
     if args.json {
-        println!("{}", report::json(&outcome, &ctx));
+        let mut value = report::json(&outcome, &ctx);
+        if let Some(object) = value.as_object_mut() {
+            object.insert(
+                "compute".into(),
+                serde_json::to_value(&comparison).map_err(anyhow::Error::new)?,
+            );
+        }
+        println!("{value}");
     } else {
         print!("{}", report::text(&outcome, &ctx));
+        print!("{}", wisp_simulate::compute::text(&comparison));
     }
     Ok(())
 }

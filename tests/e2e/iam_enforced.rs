@@ -720,3 +720,111 @@ fn a_missing_cache_grant_fails_init_with_terraform() {
 fn a_missing_cache_grant_fails_init_with_sam() {
     a_missing_cache_grant_fails_init(Flavour::Sam, "a_missing_cache_grant_fails_init_with_sam");
 }
+/// The Terraform module's Fargate task (`compute = "fargate"`, fargate.tf): `wisp serve`
+/// run with the command and environment of the task definition as `terraform plan` makes
+/// it (scripts/iam-policies terraform-fargate reads them from the plan, with the task
+/// role's policy), holding exactly that policy on the IAM-enforcing moto. The upstream
+/// protocol's checks then pass over native gRPC, straight to the task as the ALB's gRPC
+/// target group sends them: every PipedService and APIService call needs credentials,
+/// a deployment's whole life, large messages, pipectl's flows, a small simulated fleet; the
+/// load balancer's two health checks answer as the target groups expect. No call may be
+/// refused, and every call stays within the grants.
+#[tokio::test]
+async fn the_fargate_task_with_its_task_role() {
+    let Some(stack) = IamStack::start(
+        "the_fargate_task_with_its_task_role",
+        Flavour::TerraformFargate,
+        |_| {},
+    ) else {
+        return;
+    };
+    assert!(stack.wisp.lambda().is_none(), "served by wisp serve");
+    let task = stack.derived.grants("task");
+    assert_eq!(
+        task.env.get("WISP_NO_JOBS").map(String::as_str),
+        Some("true")
+    );
+
+    scenarios::every_rpc_requires_credentials_on(&stack.wisp, Via::Grpc).await;
+    scenarios::deployment_lifecycle_on(&stack.wisp, Via::Grpc).await;
+    scenarios::large_messages_on(&stack.wisp, Via::Grpc).await;
+    stack.assert_no_access_denied("pipeds over native gRPC");
+
+    // The HTTP target group checks /healthz for 200; the gRPC one makes a PipedService
+    // call without credentials and expects grpc-status 16 (fargate.tf).
+    assert_eq!(
+        stack.wisp.http_get("/healthz").await.0,
+        http::StatusCode::OK
+    );
+    let mut grpc = tonic::client::Grpc::new(stack.wisp.transport(Via::Grpc, None).await);
+    grpc.ready().await.expect("ready");
+    let health = grpc
+        .unary(
+            tonic::Request::new(()),
+            http::uri::PathAndQuery::from_static(
+                "/grpc.service.pipedservice.PipedService/ListUnhandledCommands",
+            ),
+            tonic_prost::ProstCodec::<(), ()>::default(),
+        )
+        .await;
+    assert_eq!(
+        health.map(|_| ()).map_err(|s| s.code()),
+        Err(Code::Unauthenticated),
+        "the gRPC target group's health check"
+    );
+
+    let IamStack {
+        wisp,
+        derived,
+        recorder,
+        functions_by_key,
+        operator_key,
+    } = stack;
+    let mut setup = setup_on(wisp).await;
+    sync_application_flow(&mut setup).await;
+    registered_events_flow(&mut setup).await;
+    let stack = IamStack {
+        wisp: setup.wisp,
+        derived,
+        recorder,
+        functions_by_key,
+        operator_key,
+    };
+    stack.assert_no_access_denied("pipectl's calls over native gRPC");
+
+    // A small fleet (`wisp simulate`: upstream pipeds' cadence and deployments) against the
+    // task, over native gRPC: no call fails, none is refused a grant.
+    let target = format!("http://{}", stack.wisp.addr());
+    let fleet = stack.wisp.cli(&[
+        "simulate",
+        "--target",
+        &target,
+        "--pipeds",
+        "5",
+        "--apps-per-piped",
+        "2",
+        "--duration",
+        "10s",
+        "--deploy-rate",
+        "360",
+        "--seed",
+        "29",
+        "--compute",
+        "fargate",
+        "--json",
+    ]);
+    assert_eq!(fleet.code, 0, "wisp simulate against the task: {fleet:?}");
+    let report: serde_json::Value =
+        serde_json::from_str(fleet.stdout.trim()).expect("the simulation's report");
+    assert_eq!(report["errors"], 0, "{report}");
+    assert!(
+        report["requests"].as_u64().unwrap_or_default() > 0,
+        "{report}"
+    );
+    stack.assert_no_access_denied("a simulated fleet");
+    stack.assert_calls_within_grants();
+    assert!(
+        !stack.function_calls().is_empty(),
+        "the task made its AWS calls with the task user's keys"
+    );
+}

@@ -35,6 +35,7 @@ mod migrate_cli;
 mod otlp;
 mod piped_service;
 mod revocation;
+mod serve_drain;
 mod serve_jobs;
 mod simulate;
 mod web_console;

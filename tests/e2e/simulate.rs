@@ -220,6 +220,21 @@ fn run_and_check(web: bool) {
     assert!(f(&cost["per_piped_month_usd"]) > 0.0);
     assert!(f(&cost["month_requests"]) > requests as f64);
     assert_eq!(f(&report["prices"]["alb_hour"]), 0.0225);
+
+    // Both compute modes at the fleet sizes of docs/COSTS.md (shared/simulate compute.rs):
+    // the tasks never fewer than two, and at 10,000 pipeds cheaper than the functions.
+    let compute = &report["compute"];
+    assert_eq!(compute["compute"], "lambda");
+    let sizes = compute["fleet_sizes"].as_array().expect("fleet sizes");
+    assert_eq!(
+        sizes.iter().map(|r| u(&r["pipeds"])).collect::<Vec<_>>(),
+        vec![1, 10, 100, 1_000, 10_000]
+    );
+    for r in sizes {
+        assert!(f(&r["lambda"]["total"]) > 0.0, "{r}");
+        assert!(u(&r["fargate_tasks"]["tasks"]) >= 2, "{r}");
+    }
+    assert!(f(&sizes[4]["fargate"]["total"]) < f(&sizes[4]["lambda"]["total"]));
 }
 
 #[test]

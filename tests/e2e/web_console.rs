@@ -632,6 +632,37 @@ async fn console_static_files_and_client_side_routes() {
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
 }
 
+/// `--web-prefix` (the Fargate tasks' WISP_WEB_PREFIX): the console's files from the
+/// filestore, where `wisp console upload` put them, as the http function serves them.
+#[tokio::test]
+async fn console_files_from_the_filestore() {
+    let dir = tempfile::tempdir().expect("a web dir");
+    std::fs::write(dir.path().join("index.html"), "<html>uploaded</html>").expect("index");
+    std::fs::create_dir(dir.path().join("assets")).expect("assets");
+    std::fs::write(dir.path().join("assets/main.0123abcd.js"), "uploaded()").expect("bundle");
+    let wisp = Wisp::start_with_serve_args(&["--web-prefix".into(), "console/".into()]);
+    wisp.cli_ok(&[
+        "console",
+        "upload",
+        dir.path().to_str().expect("a UTF-8 path"),
+    ]);
+    for path in ["/", "/deployments/abc"] {
+        let (status, body) = wisp.http_get(path).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (http::StatusCode::OK, "<html>uploaded</html>"),
+            "{path}"
+        );
+    }
+    let (status, body) = wisp.http_get("/assets/main.0123abcd.js").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (http::StatusCode::OK, "uploaded()")
+    );
+    let (status, _) = wisp.http_get("/assets/missing.js").await;
+    assert_eq!(status, http::StatusCode::NOT_FOUND);
+}
+
 #[tokio::test]
 async fn project_settings_roles_and_user_groups() {
     let wisp = Wisp::start();

@@ -5,6 +5,7 @@
 //! admin commands do); from then on everything goes through PipedService at `--target`.
 
 pub mod client;
+pub mod compute;
 pub mod cost;
 pub mod flood;
 mod piped;

@@ -35,6 +35,7 @@ mod otlp;
 mod piped_service;
 mod revocation;
 mod serve_jobs;
+mod serve_tls;
 mod simulate;
 mod web_console;
 mod web_coverage;

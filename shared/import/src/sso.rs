@@ -5,9 +5,9 @@
 //! default role claims without `rolesClaimKey`, the advertised algorithms, Basic client
 //! authentication), with these differences, each a project can hit:
 //! - a project in Wisp's `oidcNoDefaultRoleClaims` without a `rolesClaimKey` reads no
-//!   role claim: its SSO users are refused (Viewers when it allows strays);
-//! - a user whose role claims name none of the project's roles or mapped groups is
-//!   refused (upstream lets them in with no role), unless the project allows strays;
+//!   role claim: its SSO users cannot log in (Viewers when it allows strays);
+//! - a user whose role claims name none of the project's roles or mapped groups cannot
+//!   log in (upstream lets them in with no role), unless the project allows strays;
 //! - a project naming a shared SSO configuration Wisp's config lacks cannot log in.
 
 use wisp_config::{ControlPlaneSpec, SsoProvider};
@@ -66,12 +66,12 @@ pub fn change(project: &model::Project, wisp: &ControlPlaneSpec) -> Option<Strin
              claims (oidcNoDefaultRoleClaims): every SSO user is a Viewer"
         } else {
             "it sets no rolesClaimKey and Wisp's config opts it out of the default role \
-             claims (oidcNoDefaultRoleClaims): every SSO user is refused"
+             claims (oidcNoDefaultRoleClaims): no SSO user can log in"
         });
     }
     if !project.allow_stray_as_viewer {
         changes.push(
-            "a user whose role claims name none of its roles or mapped groups is refused \
+            "a user whose role claims name none of its roles or mapped groups cannot log in \
              (upstream let them in with no role); allow strays as Viewers to keep them",
         );
     }
@@ -131,10 +131,7 @@ mod tests {
         let found = changes(&projects, &spec);
         let ids: Vec<&str> = found.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["strict", "strays-refused", "shared"]);
-        assert!(
-            found[0].1.contains("every SSO user is refused"),
-            "{found:?}"
-        );
+        assert!(found[0].1.contains("no SSO user can log in"), "{found:?}");
         assert!(!found[1].1.contains("oidcNoDefaultRoleClaims"), "{found:?}");
         assert!(found[1].1.contains("no role"), "{found:?}");
         assert!(found[2].1.contains("\"corp\""), "{found:?}");

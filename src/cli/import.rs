@@ -10,7 +10,8 @@
 //! The dump is not trusted ([`wisp_import::guard`]): a project Wisp already holds is not
 //! replaced without `--replace-projects`, only the object paths upstream writes are
 //! copied (never Wisp's revocations or the console's files), and what is refused is
-//! listed on stderr, by `--dry-run` too.
+//! listed on stderr, by `--dry-run` too, and so are the projects whose SSO logins behave
+//! otherwise on Wisp ([`wisp_import::sso`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -131,7 +132,24 @@ async fn pipecd(args: PipecdArgs) -> Result<(), CliError> {
     .await;
     source_records.into_inner().disconnect().await;
     print_refusals(&guard, args.dry_run);
+    print_sso_changes(&guard, &loaded.config.spec);
     result
+}
+
+/// The imported projects whose SSO logins behave otherwise on Wisp, on stderr
+/// (docs/MIGRATE-FROM-PIPECD.md, "Single sign-on").
+fn print_sso_changes(guard: &ImportGuard, wisp: &wisp_config::ControlPlaneSpec) {
+    let changes = wisp_import::sso::changes(guard.taken_projects(), wisp);
+    if changes.is_empty() {
+        return;
+    }
+    eprintln!(
+        "{} project(s) whose SSO logins behave differently on Wisp (see docs/MIGRATE-FROM-PIPECD.md, \"Single sign-on\"):",
+        changes.len()
+    );
+    for (project, why) in &changes {
+        eprintln!("  project {project}: {why}");
+    }
 }
 
 /// What the import left out, on stderr (stdout keeps the report, JSON or table).

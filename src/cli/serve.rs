@@ -1,7 +1,7 @@
 //! `wisp serve`: the whole control plane in one process. PipedService, APIService and
-//! WebService over native gRPC (h2c) and gRPC-web on one port, the console's login and
-//! files, `/healthz`, and the scheduled jobs on their timers, on the stores the config
-//! names.
+//! WebService over native gRPC (h2c, or HTTP/2 over TLS with `--tls-cert/--tls-key`) and
+//! gRPC-web on one port, the console's login and files, `/healthz`, and the scheduled
+//! jobs on their timers, on the stores the config names.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -25,9 +25,18 @@ use crate::error::CliError;
 pub struct ServeArgs {
     #[command(flatten)]
     pub stores: StoreArgs,
-    /// Address to listen on (gRPC over HTTP/2 cleartext and gRPC-web over HTTP/1.1).
+    /// Address to listen on (gRPC over HTTP/2 and gRPC-web and the console over
+    /// HTTP/1.1; cleartext unless --tls-cert is given).
     #[arg(long, env = "WISP_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
+    /// Serve TLS with this certificate chain (PEM, the server's certificate first), for
+    /// gRPC, gRPC-web and the console alike. Both files are read again when they change
+    /// (new connections get the new certificate; open ones are kept).
+    #[arg(long, env = "WISP_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "WISP_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Encryption key file (at least 32 bytes); used to sign console sessions.
     #[arg(
         long,
@@ -195,8 +204,15 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             "--max-connections must be at least 1".into(),
         ));
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(Arc::new(
+            wisp_app::tls::ReloadingCert::load(cert, key)
+                .map_err(|e| CliError::Usage(format!("--tls-cert/--tls-key {e}")))?,
+        )),
+        _ => None,
+    };
     // After the flags are checked: a version not yet here is fetched now.
-    let console_dir = match args.web_prefix {
+    let console_dir = match &args.web_prefix {
         Some(_) => None,
         None => Some(console_dir(&args).await?),
     };
@@ -240,6 +256,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             max_in_flight: args.max_in_flight,
             max_call_rate: args.max_call_rate,
             max_project_call_rate: args.max_project_call_rate,
+            tls: tls.clone(),
             ..ServerOptions::default()
         },
     )
@@ -276,6 +293,16 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             fleet: wisp_jobs::fleet::FleetMetrics::new(wisp_jobs::fleet::Scope::Everything),
         };
         tokio::spawn(super::ops_endpoint::serve(admin, source));
+    }
+    if tls.is_some() {
+        tracing::info!(addr = %local, "serving TLS (--tls-cert)");
+    } else if !local.ip().is_loopback() {
+        tracing::warn!(
+            addr = %local,
+            "serving plaintext on an address other machines can reach: sessions, piped keys \
+             and API keys cross the network readable; pass --tls-cert and --tls-key, or put \
+             a TLS proxy in front"
+        );
     }
     // Tests and scripts wait for this line to know the port (useful with --addr :0).
     println!("wisp listening on {local}");

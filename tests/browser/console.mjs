@@ -100,6 +100,8 @@ const out = { errors: [], failedRequests: [], redirects: 0, contentTypes: {}, sc
 try {
   // A fixed page size and scale, so the screenshots compare pixel for pixel.
   const context = await browser.newContext({
+    // A console over https with the test CA's certificate (tests/e2e/console_browser.rs).
+    ignoreHTTPSErrors: Boolean(args.ignoreHTTPSErrors),
     viewport: { width: 1000, height: 700 },
     deviceScaleFactor: 1,
     locale: "en-US",

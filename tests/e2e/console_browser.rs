@@ -223,6 +223,10 @@ pub(crate) async fn drive_browser(
     if logout {
         args["logout"] = serde_json::json!({ "cookie": "token" });
     }
+    // `wisp serve --tls-cert` with the test CA's certificate, which Chromium does not know.
+    if url.starts_with("https:") {
+        args["ignoreHTTPSErrors"] = serde_json::json!(true);
+    }
     if compare {
         args["compare"] = serde_json::json!({
             "dir": reference_dir(),
@@ -460,6 +464,46 @@ async fn console_in_a_browser_on_wisp_serve() {
     assert_console_worked(&out, "hello-pipecd", &blocks, "wisp serve");
     assert_screenshots_match(&out);
     keep_screenshot(&shot, "console-serve.png");
+}
+
+/// The console over https (`wisp serve --tls-cert/--tls-key`): the page, its scripts, the
+/// login form and gRPC-web all over TLS on the one port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn console_in_a_browser_on_wisp_serve_over_tls() {
+    if browser_available("console_in_a_browser_on_wisp_serve_over_tls").is_none() {
+        return;
+    }
+    let console = build_console();
+    let mut wisp = Wisp::start_with_serve_args(&["--web-dir".into(), console.path().into()]);
+    let (deployment, blocks) = deployment_with_a_large_log(&wisp, Via::Grpc).await;
+    // The same data served over TLS.
+    wisp.stop();
+    let tls = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
+    let server = support::Server::start_with(
+        wisp.data_dir(),
+        &[
+            "--web-dir".into(),
+            console.path().into(),
+            "--tls-cert".into(),
+            tls.join("server-a.pem").into(),
+            "--tls-key".into(),
+            tls.join("server-a.key").into(),
+        ],
+        &[],
+    );
+    let shot = wisp.data_dir().join("console-serve-tls.png");
+    let url = format!("https://localhost:{}", server.addr().port());
+    let out = drive_browser(
+        &url,
+        "hello-pipecd",
+        "hello-pipecd",
+        &deployment,
+        &shot,
+        false,
+        false,
+    )
+    .await;
+    assert_console_worked(&out, "hello-pipecd", &blocks, "wisp serve over TLS");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

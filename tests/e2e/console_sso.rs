@@ -1,7 +1,9 @@
 //! SSO login end to end: `wisp serve`, the console's login form, and fake identity
 //! providers this test runs: an OpenID Connect provider (discovery document, JWKS with an
-//! RSA key, token endpoint issuing signed ID tokens with a groups claim) and a GitHub
-//! (Enterprise) server (OAuth token endpoint, `/api/v3/user`, paged `/api/v3/user/teams`).
+//! RSA and an EC key, token endpoint issuing ID tokens signed as each test sets, a
+//! UserInfo endpoint, client authentication by Basic or by the form as its discovery
+//! document says) and a GitHub (Enterprise) server (OAuth token endpoint,
+//! `/api/v3/user`, paged `/api/v3/user/teams`).
 
 use crate::support;
 
@@ -26,6 +28,28 @@ const PRIVATE: &str = include_str!("../../shared/services/tests/testdata/piped-p
 const CLIENT_ID: &str = "wisp-console";
 const CLIENT_SECRET: &str = "provider-secret";
 const GOOD_CODE: &str = "the-code";
+/// A P-256 key the fake provider signs ES256 tokens with, and its public point.
+const EC_PRIVATE: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgPxc65YwWOXDaBz50
+4/RuX2Sk9msvX1Z2c6bdMWSZUjahRANCAARdhFAl9z5+hL3l+AFzeCjgJb8+mole
+BlYD7qKCGat0YWUgf2d9rGM5hUkFIlhX6Q/GfIxea5GXsr8Q2PY+5zIZ
+-----END PRIVATE KEY-----
+";
+const EC_X: &str = "XYRQJfc-foS95fgBc3go4CW_PpqJXgZWA-6ighmrdGE";
+const EC_Y: &str = "ZSB_Z32sYzmFSQUiWFfpD8Z8jF5rkZeyvxDY9j7nMhk";
+const ACCESS_TOKEN: &str = "the-access-token";
+
+/// How the fake provider signs its next ID token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Signing {
+    Rs256,
+    Ps256,
+    Es256,
+    /// HS256 with the client secret (OpenID Connect Core 10.1).
+    Hs256Secret,
+    /// A forgery: HS256 with the RSA public key's PEM bytes as the secret.
+    Hs256PublicKey,
+}
 
 /// The logins started, as the fake OIDC provider would have seen their authorization
 /// requests: PKCE code challenge → nonce.
@@ -92,6 +116,18 @@ struct Provider {
     wrong_issuer: Arc<std::sync::atomic::AtomicBool>,
     /// Discovery documents served.
     discoveries: Arc<std::sync::atomic::AtomicUsize>,
+    signing: Arc<Mutex<Signing>>,
+    /// `id_token_signing_alg_values_supported`, when set.
+    algorithms: Arc<Mutex<Option<Vec<&'static str>>>>,
+    /// `token_endpoint_auth_methods_supported`, when set; the token endpoint takes the
+    /// client's credentials only in the ways it names (Basic when unset).
+    auth_methods: Arc<Mutex<Option<Vec<&'static str>>>>,
+    /// The token endpoint refuses Basic whatever the discovery document says.
+    refuse_basic: Arc<std::sync::atomic::AtomicBool>,
+    /// How each token request carried the client's credentials (`basic`, `post`).
+    auth_seen: Arc<Mutex<Vec<&'static str>>>,
+    /// The UserInfo endpoint's claims; no endpoint when unset.
+    userinfo: Arc<Mutex<Option<serde_json::Value>>>,
 }
 
 impl Provider {
@@ -105,6 +141,12 @@ impl Provider {
             claims: Arc::new(Mutex::new(serde_json::json!({}))),
             wrong_issuer: Arc::default(),
             discoveries: Arc::default(),
+            signing: Arc::new(Mutex::new(Signing::Rs256)),
+            algorithms: Arc::default(),
+            auth_methods: Arc::default(),
+            auth_seen: Arc::default(),
+            refuse_basic: Arc::default(),
+            userinfo: Arc::default(),
         };
         let served = provider.clone();
         serve(listener, move |req| {
@@ -120,6 +162,12 @@ impl Provider {
 
     async fn handle(&self, req: hyper::Request<Incoming>) -> hyper::Response<Full<Bytes>> {
         let path = req.uri().path().to_string();
+        let authorization = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
         let body = req
             .into_body()
             .collect()
@@ -137,7 +185,7 @@ impl Provider {
             "/.well-known/openid-configuration" => {
                 self.discoveries
                     .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                json(serde_json::json!({
+                let mut doc = serde_json::json!({
                 "issuer": if self.wrong_issuer.load(std::sync::atomic::Ordering::SeqCst) {
                     "https://elsewhere.example.com".to_string()
                 } else {
@@ -146,26 +194,77 @@ impl Provider {
                 "authorization_endpoint": format!("{issuer}/authorize"),
                 "token_endpoint": format!("{issuer}/token"),
                 "jwks_uri": format!("{issuer}/jwks"),
-                }))
+                });
+                if let Some(algs) = self.algorithms.lock().expect("algorithms").clone() {
+                    doc["id_token_signing_alg_values_supported"] = serde_json::json!(algs);
+                }
+                if let Some(methods) = self.auth_methods.lock().expect("methods").clone() {
+                    doc["token_endpoint_auth_methods_supported"] = serde_json::json!(methods);
+                }
+                if self.userinfo.lock().expect("userinfo").is_some() {
+                    doc["userinfo_endpoint"] = serde_json::json!(format!("{issuer}/userinfo"));
+                }
+                json(doc)
             }
             "/jwks" => {
                 let key = rsa::RsaPublicKey::from_public_key_pem(PUBLIC).expect("public key");
                 use base64::Engine;
                 let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
                 json(serde_json::json!({"keys": [{
-                    "kty": "RSA", "kid": "k1", "alg": "RS256", "use": "sig",
+                    "kty": "RSA", "kid": "k1", "use": "sig",
                     "n": b64.encode(key.n().to_bytes_be()),
                     "e": b64.encode(key.e().to_bytes_be()),
+                }, {
+                    "kty": "EC", "kid": "k2", "alg": "ES256", "use": "sig", "crv": "P-256",
+                    "x": EC_X, "y": EC_Y,
                 }]}))
             }
+            "/userinfo" => match self.userinfo.lock().expect("userinfo").clone() {
+                Some(claims) if authorization == format!("Bearer {ACCESS_TOKEN}") => json(claims),
+                _ => hyper::Response::builder()
+                    .status(401)
+                    .body(Full::new(Bytes::new()))
+                    .expect("response"),
+            },
             "/token" => {
                 let form: Vec<(String, String)> =
                     form_urlencoded::parse(&body).into_owned().collect();
                 let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-                if get("code") != Some(GOOD_CODE)
-                    || get("client_id") != Some(CLIENT_ID)
-                    || get("client_secret") != Some(CLIENT_SECRET)
-                {
+                let methods = self
+                    .auth_methods
+                    .lock()
+                    .expect("methods")
+                    .clone()
+                    .unwrap_or_else(|| vec!["client_secret_basic"]);
+                let basic = {
+                    use base64::Engine;
+                    let expected = base64::engine::general_purpose::STANDARD
+                        .encode(format!("{CLIENT_ID}:{CLIENT_SECRET}"));
+                    authorization == format!("Basic {expected}")
+                };
+                let post = get("client_id") == Some(CLIENT_ID)
+                    && get("client_secret") == Some(CLIENT_SECRET);
+                let used = if basic {
+                    "basic"
+                } else if post {
+                    "post"
+                } else {
+                    "none"
+                };
+                self.auth_seen.lock().expect("seen").push(used);
+                let basic_taken = methods.contains(&"client_secret_basic")
+                    && !self.refuse_basic.load(std::sync::atomic::Ordering::SeqCst);
+                let authenticated =
+                    (basic && basic_taken) || (post && methods.contains(&"client_secret_post"));
+                if !authenticated {
+                    return hyper::Response::builder()
+                        .status(401)
+                        .body(Full::new(Bytes::from_static(
+                            b"{\"error\":\"invalid_client\"}",
+                        )))
+                        .expect("response");
+                }
+                if get("code") != Some(GOOD_CODE) {
                     return hyper::Response::builder()
                         .status(400)
                         .body(Full::new(Bytes::from_static(
@@ -205,13 +304,33 @@ impl Provider {
                 if let (Some(c), Some(e)) = (claims.as_object_mut(), extra.as_object()) {
                     c.extend(e.clone());
                 }
-                let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
-                header.kid = Some("k1".into());
-                let key = jsonwebtoken::EncodingKey::from_rsa_pem(PRIVATE.as_bytes())
-                    .expect("private key");
+                use jsonwebtoken::{Algorithm, EncodingKey};
+                let rsa = || EncodingKey::from_rsa_pem(PRIVATE.as_bytes()).expect("private key");
+                let signing = *self.signing.lock().expect("signing");
+                let (alg, kid, key) = match signing {
+                    Signing::Rs256 => (Algorithm::RS256, "k1", rsa()),
+                    Signing::Ps256 => (Algorithm::PS256, "k1", rsa()),
+                    Signing::Es256 => (
+                        Algorithm::ES256,
+                        "k2",
+                        EncodingKey::from_ec_pem(EC_PRIVATE.as_bytes()).expect("EC key"),
+                    ),
+                    Signing::Hs256Secret => (
+                        Algorithm::HS256,
+                        "k1",
+                        EncodingKey::from_secret(CLIENT_SECRET.as_bytes()),
+                    ),
+                    Signing::Hs256PublicKey => (
+                        Algorithm::HS256,
+                        "k1",
+                        EncodingKey::from_secret(PUBLIC.as_bytes()),
+                    ),
+                };
+                let mut header = jsonwebtoken::Header::new(alg);
+                header.kid = Some(kid.into());
                 let id_token = jsonwebtoken::encode(&header, &claims, &key).expect("sign");
                 json(serde_json::json!({
-                    "access_token": "at", "token_type": "Bearer", "id_token": id_token,
+                    "access_token": ACCESS_TOKEN, "token_type": "Bearer", "id_token": id_token,
                 }))
             }
             _ => hyper::Response::builder()
@@ -964,4 +1083,220 @@ async fn post_login(wisp: &Wisp) -> RawResponse {
         format!("project={QUICKSTART}").into_bytes(),
     )
     .await
+}
+
+/// A whole OIDC login of the quickstart project: the session cookie, or the error
+/// cookie's text.
+async fn oidc_login(wisp: &Wisp) -> Result<String, String> {
+    let (_, state) = start_login(wisp).await;
+    finish_login(wisp, &state, GOOD_CODE).await
+}
+
+/// The signed-in user's name, from their session cookie.
+async fn me(wisp: &Wisp, session: &str) -> (String, String) {
+    let mut client = wisp
+        .web_client(Via::GrpcWeb, Some(cookie_value(session)))
+        .await;
+    let me = ok(client.get_me(web::GetMeRequest {}).await);
+    (me.subject, me.project_id)
+}
+
+/// The UserInfo endpoint's claims join the ID token's (groups only there, as some Okta
+/// and Keycloak set-ups do); the ID token's win a conflict; an answer about another
+/// subject is refused; the client authenticated with Basic.
+#[tokio::test]
+async fn oidc_userinfo_claims_are_merged_for_the_same_subject() {
+    let provider = Provider::start().await;
+    let wisp = start_allowing_loopback_providers();
+    let mut console = oidc_project(&wisp, &provider.issuer()).await;
+    map_group(&mut console, "acme/ops", "Editor").await;
+    *provider.claims.lock().expect("claims") = serde_json::json!({"preferred_username": "olivia"});
+    *provider.userinfo.lock().expect("userinfo") = Some(serde_json::json!({
+        "sub": "user-1", "preferred_username": "mallory", "groups": ["acme/ops"],
+    }));
+    let session = oidc_login(&wisp).await.expect("olivia logs in");
+    // Her role came from the UserInfo groups: without them she has none (no strays).
+    assert_eq!(
+        me(&wisp, &session).await.0,
+        "olivia",
+        "the ID token's claim wins"
+    );
+    assert_eq!(*provider.auth_seen.lock().expect("seen"), vec!["basic"]);
+
+    // A UserInfo answer about someone else is refused.
+    *provider.userinfo.lock().expect("userinfo") = Some(serde_json::json!({
+        "sub": "user-2", "groups": ["acme/ops"],
+    }));
+    let refused = oidc_login(&wisp).await.expect_err("another subject");
+    assert!(
+        refused.starts_with("Single%20sign-on%20failed"),
+        "{refused}"
+    );
+    assert!(
+        wisp.server()
+            .log_text()
+            .contains("subject is not the ID token"),
+        "the reason is logged"
+    );
+}
+
+/// ID tokens signed with any algorithm the discovery document advertises are accepted,
+/// each checked with a key of its own kind; an HS256 token "signed" with the provider's
+/// public key is a forgery and refused, as is an algorithm the document does not name.
+#[tokio::test]
+async fn oidc_accepts_the_advertised_algorithms_with_their_own_keys() {
+    let wisp = start_allowing_loopback_providers();
+    let advertises_all = Provider::start().await;
+    *advertises_all.algorithms.lock().expect("algorithms") =
+        Some(vec!["RS256", "PS256", "ES256", "HS256"]);
+    let mut console = oidc_project(&wisp, &advertises_all.issuer()).await;
+    map_group(&mut console, "acme/ops", "Editor").await;
+    *advertises_all.claims.lock().expect("claims") =
+        serde_json::json!({"preferred_username": "olivia", "groups": ["acme/ops"]});
+    for signing in [
+        Signing::Rs256,
+        Signing::Ps256,
+        Signing::Es256,
+        Signing::Hs256Secret,
+    ] {
+        *advertises_all.signing.lock().expect("signing") = signing;
+        let session = oidc_login(&wisp)
+            .await
+            .unwrap_or_else(|e| panic!("{signing:?}: {e}"));
+        assert_eq!(me(&wisp, &session).await.0, "olivia", "{signing:?}");
+    }
+    *advertises_all.signing.lock().expect("signing") = Signing::Hs256PublicKey;
+    let forged = oidc_login(&wisp).await.expect_err("a forged token");
+    assert!(forged.starts_with("Single%20sign-on%20failed"), "{forged}");
+
+    // A provider advertising nothing: RS256 only.
+    let plain = Provider::start().await;
+    *plain.claims.lock().expect("claims") =
+        serde_json::json!({"preferred_username": "olivia", "groups": ["acme/ops"]});
+    oidc_project(&wisp, &plain.issuer()).await;
+    assert!(oidc_login(&wisp).await.is_ok());
+    for signing in [
+        Signing::Es256,
+        Signing::Hs256Secret,
+        Signing::Hs256PublicKey,
+    ] {
+        *plain.signing.lock().expect("signing") = signing;
+        assert!(oidc_login(&wisp).await.is_err(), "{signing:?}");
+    }
+    assert!(
+        wisp.server().log_text().contains("does not advertise"),
+        "the reason is logged"
+    );
+}
+
+/// The client secret goes by Basic, as upstream sends it; by the form only when the
+/// discovery document says the provider takes that.
+#[tokio::test]
+async fn oidc_client_secret_basic_first_post_when_discovery_says_so() {
+    let wisp = start_allowing_loopback_providers();
+    let cases: [(Option<Vec<&'static str>>, Vec<&'static str>); 3] = [
+        (None, vec!["basic"]),
+        (
+            Some(vec!["client_secret_basic", "client_secret_post"]),
+            vec!["basic"],
+        ),
+        (Some(vec!["client_secret_post"]), vec!["post"]),
+    ];
+    for (methods, seen) in cases {
+        let provider = Provider::start().await;
+        *provider.auth_methods.lock().expect("methods") = methods.clone();
+        *provider.claims.lock().expect("claims") =
+            serde_json::json!({"preferred_username": "olivia", "groups": ["Viewer"]});
+        oidc_project(&wisp, &provider.issuer()).await;
+        oidc_login(&wisp)
+            .await
+            .unwrap_or_else(|e| panic!("{methods:?}: {e}"));
+        assert_eq!(
+            *provider.auth_seen.lock().expect("seen"),
+            seen,
+            "{methods:?}"
+        );
+    }
+    // A provider that names both but refuses Basic: tried again with the form.
+    let provider = Provider::start().await;
+    *provider.auth_methods.lock().expect("methods") =
+        Some(vec!["client_secret_basic", "client_secret_post"]);
+    provider
+        .refuse_basic
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    *provider.claims.lock().expect("claims") =
+        serde_json::json!({"preferred_username": "olivia", "groups": ["Viewer"]});
+    oidc_project(&wisp, &provider.issuer()).await;
+    assert!(oidc_login(&wisp).await.is_ok());
+    assert_eq!(
+        *provider.auth_seen.lock().expect("seen"),
+        vec!["basic", "post"]
+    );
+    // Naming only Basic, a refusal is final: the form is never tried.
+    let provider = Provider::start().await;
+    provider
+        .refuse_basic
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    *provider.claims.lock().expect("claims") =
+        serde_json::json!({"preferred_username": "olivia", "groups": ["Viewer"]});
+    oidc_project(&wisp, &provider.issuer()).await;
+    assert!(oidc_login(&wisp).await.is_err());
+    assert_eq!(*provider.auth_seen.lock().expect("seen"), vec!["basic"]);
+}
+
+/// Without `rolesClaimKey`, roles come from upstream's default claims, unless the config
+/// opts the project out (`oidcNoDefaultRoleClaims`).
+#[tokio::test]
+async fn oidc_default_role_claims_unless_the_project_opts_out() {
+    let provider = Provider::start().await;
+    *provider.claims.lock().expect("claims") =
+        serde_json::json!({"preferred_username": "olivia", "roles": ["Editor"]});
+    let dir = support::empty_data_dir();
+    let config = dir.path().join("control-plane.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: ControlPlane\nspec:\n  address: https://wisp.example/\n  oidcNoDefaultRoleClaims: [strict]\n  sharedSSOConfigs:\n    - name: corp\n      provider: OIDC\n      oidc:\n        clientId: {CLIENT_ID}\n        clientSecret: {CLIENT_SECRET}\n        issuer: {}\n        redirectUri: https://wisp.example/auth/callback\n",
+            provider.issuer()
+        ),
+    )
+    .expect("write the config");
+    let config = config.to_string_lossy().into_owned();
+    for project in ["team", "strict"] {
+        let added = support::run_cli(
+            dir.path(),
+            &[
+                "project",
+                "add",
+                project,
+                "--shared-sso",
+                "corp",
+                "--config",
+                &config,
+            ],
+        );
+        assert_eq!(added.code, 0, "{added:?}");
+    }
+    let wisp = Wisp::start_in(
+        dir,
+        &[
+            "--config".into(),
+            config.into(),
+            "--sso-allow-private-addresses".into(),
+        ],
+    );
+    let (_, state) = start_login_for(&wisp, "team").await;
+    let session = finish_login(&wisp, &state, GOOD_CODE)
+        .await
+        .expect("olivia is an Editor of team");
+    assert_eq!(
+        me(&wisp, &session).await,
+        ("olivia".to_string(), "team".to_string())
+    );
+
+    let (_, state) = start_login_for(&wisp, "strict").await;
+    let refused = finish_login(&wisp, &state, GOOD_CODE)
+        .await
+        .expect_err("strict reads no default claim");
+    assert!(refused.contains("no%20role"), "{refused}");
 }

@@ -80,7 +80,7 @@ fn upstream_rows() -> Vec<(&'static str, String, String)> {
             "Project",
             PROJECT.into(),
             format!(
-                r#"{{"id":"{PROJECT}","desc":"imported","static_admin":{{"username":"admin","password_hash":"{admin_hash}"}},"rbac_roles":[{{"name":"web-ops","policies":[{{"resources":[{{"type":1,"labels":{labels}}}],"actions":[1,2]}}]}}],"created_at":1690000000,"updated_at":1690000000,"_extra":"{PROJECT}"}}"#
+                r#"{{"id":"{PROJECT}","desc":"imported","static_admin":{{"username":"admin","password_hash":"{admin_hash}"}},"sso":{{"provider":3,"session_ttl":24,"oidc":{{"issuer":"https://idp.example.com","roles_claim_key":"groups"}}}},"rbac_roles":[{{"name":"web-ops","policies":[{{"resources":[{{"type":1,"labels":{labels}}}],"actions":[1,2]}}]}}],"created_at":1690000000,"updated_at":1690000000,"_extra":"{PROJECT}"}}"#
             ),
         ),
         (
@@ -247,6 +247,13 @@ async fn an_upstream_control_plane_moves_to_wisp_with_its_keys() {
     assert!(
         !listed.stdout.contains(PIPED_ID),
         "a dry run wrote: {listed:?}"
+    );
+    // Its OIDC logins refuse users whose claims name no role (upstream let them in): said.
+    assert!(
+        dry.stderr
+            .contains(&format!("project {PROJECT}: a user whose role claims")),
+        "{}",
+        dry.stderr
     );
 
     // The import: every kind counted on both sides.

@@ -37,6 +37,7 @@ mod piped_service;
 mod revocation;
 mod serve_drain;
 mod serve_jobs;
+mod serve_tls;
 mod simulate;
 mod web_console;
 mod web_coverage;

@@ -299,6 +299,7 @@ impl App {
             .insecure_cookie(options.insecure_cookie)
             .with_address(self.config.spec.address.as_deref().unwrap_or_default())
             .with_shared_sso(&self.config.spec.shared_sso_configs)
+            .with_no_default_role_claims(&self.config.spec.oidc_no_default_role_claims)
             .with_trusted_proxies(options.trusted_proxies)
             .with_sso_policy(self.sso_policy);
         if let Some(key) = &self.encryption_key {

@@ -22,6 +22,8 @@ pub mod listen;
 pub mod server;
 pub mod sources;
 pub mod stores;
+#[cfg(feature = "server")]
+pub mod tls;
 
 #[cfg(feature = "console")]
 pub use app::ConsoleOptions;

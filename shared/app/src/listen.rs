@@ -6,6 +6,10 @@
 //! wait in the kernel's backlog) until one closes. So a flood of idle, unauthenticated or
 //! one credential's connections can neither exhaust file descriptors nor keep pipeds and
 //! browsers out.
+//!
+//! With TLS ([`crate::tls`]), each connection's handshake runs on a task of its own, for
+//! at most [`TLS_HANDSHAKE_TIMEOUT`], holding its place meanwhile: a client that stalls
+//! mid-handshake delays no one else's.
 
 use std::io;
 use std::pin::Pin;
@@ -13,19 +17,39 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use http::{Request, Response};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use tower::{Layer, Service};
 use wisp_bridge::idle::{Activity, FIRST_BYTES_TIMEOUT, IdleTimeout, Place, Places};
 use wisp_transport::gate::{ClientAddr, OnAdmitted};
 
+use crate::tls::TLS_HANDSHAKE_TIMEOUT;
+
+/// A connection's bytes: as they come, or through TLS.
+#[derive(Debug)]
+enum Io {
+    Plain(IdleTimeout<TcpStream>),
+    Tls(Box<TlsStream<IdleTimeout<TcpStream>>>),
+}
+
+impl Io {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Io::Plain(s) => s.get_ref(),
+            Io::Tls(s) => s.get_ref().0.get_ref(),
+        }
+    }
+}
+
 /// An accepted connection holding one of the `max` places until it is dropped.
 #[derive(Debug)]
 pub struct LimitedConn {
-    stream: IdleTimeout<TcpStream>,
+    stream: Io,
     activity: Arc<Activity>,
     _place: Place,
 }
@@ -38,12 +62,67 @@ pub struct ConnInfo {
 }
 
 /// Accepts from `listener`, at most `max` connections open at once, each closed after
-/// `idle` without a request from its client.
+/// `idle` without a request from its client, through TLS when `tls` is given.
 pub fn limited(
     listener: TcpListener,
     max: usize,
     idle: Duration,
-) -> impl Stream<Item = io::Result<LimitedConn>> {
+    tls: Option<TlsAcceptor>,
+) -> std::pin::Pin<Box<dyn Stream<Item = io::Result<LimitedConn>> + Send>> {
+    let accepted = accepted(listener, max, idle);
+    let Some(acceptor) = tls else {
+        return Box::pin(accepted);
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<LimitedConn>(64);
+    tokio::spawn(async move {
+        let mut accepted = Box::pin(accepted);
+        loop {
+            // Stops accepting (and closes the listener) once the server is gone.
+            let next = tokio::select! {
+                next = accepted.next() => next,
+                () = tx.closed() => return,
+            };
+            let Some(Ok(conn)) = next else {
+                continue;
+            };
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                let peer = conn.stream.tcp().peer_addr().ok();
+                let LimitedConn {
+                    stream,
+                    activity,
+                    _place,
+                } = conn;
+                let Io::Plain(plain) = stream else {
+                    return;
+                };
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(plain)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = tx
+                            .send(LimitedConn {
+                                stream: Io::Tls(Box::new(tls)),
+                                activity,
+                                _place,
+                            })
+                            .await;
+                    }
+                    Ok(Err(err)) => tracing::debug!(?peer, error = %err, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(?peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|conn| (Ok(conn), rx))
+    }))
+}
+
+/// [`limited`]'s TCP side: connections as accepted, under the cap.
+fn accepted(
+    listener: TcpListener,
+    max: usize,
+    idle: Duration,
+) -> impl Stream<Item = io::Result<LimitedConn>> + Send {
     let places = Places::new(max);
     futures::stream::unfold((listener, places), move |(listener, places)| async move {
         loop {
@@ -56,7 +135,12 @@ pub fn limited(
                     let place = places.take(&activity).await;
                     let first = FIRST_BYTES_TIMEOUT.min(idle);
                     let conn = LimitedConn {
-                        stream: IdleTimeout::with_activity(stream, first, idle, activity.clone()),
+                        stream: Io::Plain(IdleTimeout::with_activity(
+                            stream,
+                            first,
+                            idle,
+                            activity.clone(),
+                        )),
                         activity,
                         _place: place,
                     };
@@ -77,7 +161,7 @@ impl Connected for LimitedConn {
 
     fn connect_info(&self) -> ConnInfo {
         ConnInfo {
-            tcp: self.stream.get_ref().connect_info(),
+            tcp: self.stream.tcp().connect_info(),
             activity: self.activity.clone(),
         }
     }
@@ -155,7 +239,10 @@ impl AsyncRead for LimitedConn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        match &mut self.stream {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
     }
 }
 
@@ -165,7 +252,10 @@ impl AsyncWrite for LimitedConn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        match &mut self.stream {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
     }
 
     fn poll_write_vectored(
@@ -173,18 +263,30 @@ impl AsyncWrite for LimitedConn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        match &mut self.stream {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
+        match &self.stream {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+        match &mut self.stream {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
+        match &mut self.stream {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 }

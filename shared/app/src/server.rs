@@ -7,7 +7,7 @@
 //!
 //! 1. the connections ([`crate::listen`]): at most `max_connections` open, each closed
 //!    after `idle_timeout` without a request (unauthenticated ones first at the cap),
-//!    TCP_NODELAY;
+//!    TCP_NODELAY, through TLS when `tls` is set ([`crate::tls`]);
 //! 2. tonic's per-connection bounds: HTTP/1 accepted (gRPC-web, the console), HTTP/2
 //!    keepalive (dead pipeds detected), `request_timeout` per call, at most
 //!    [`MAX_STREAMS_PER_CONNECTION`] calls in flight per connection, and a connection
@@ -85,6 +85,9 @@ pub struct ServerOptions {
     pub max_project_call_rate: u32,
     /// How long in-flight calls may take to finish after shutdown is asked for.
     pub shutdown_grace: Duration,
+    /// Serve TLS with this certificate (read again when its files change); plaintext
+    /// when `None`.
+    pub tls: Option<Arc<crate::tls::ReloadingCert>>,
 }
 
 impl Default for ServerOptions {
@@ -97,6 +100,7 @@ impl Default for ServerOptions {
             max_call_rate: DEFAULT_CALL_RATE,
             max_project_call_rate: DEFAULT_PROJECT_CALL_RATE,
             shutdown_grace: SHUTDOWN_GRACE,
+            tls: None,
         }
     }
 }
@@ -112,6 +116,8 @@ pub enum ServerError {
     },
     #[error("server failed")]
     Serve(#[source] tonic::transport::Error),
+    #[error("cannot serve TLS")]
+    Tls(#[source] crate::tls::TlsError),
 }
 
 /// A bound listener, ready to serve (its address is known before the first call, for
@@ -156,7 +162,11 @@ impl Server {
         // same process (the benches, the tests) shares the first one's.
         InFlightLimit::new(options.max_in_flight).install();
         CallRate::new(options.max_call_rate, options.max_project_call_rate).install();
-        let incoming = limited(listener, options.max_connections, options.idle_timeout);
+        let tls = match &options.tls {
+            Some(cert) => Some(crate::tls::acceptor(cert.clone()).map_err(ServerError::Tls)?),
+            None => None,
+        };
+        let incoming = limited(listener, options.max_connections, options.idle_timeout, tls);
         let layers = HttpLayers::grpc().with_console(wisp_console::ConsoleLayer::new(console));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let server = TonicServer::builder()

@@ -61,12 +61,31 @@ pub struct ControlPlaneSpec {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub shared_sso_configs: Vec<SharedSsoConfig>,
+    /// Projects (ids, or `*` for all) whose OIDC logins read roles only from the
+    /// project's `rolesClaimKey` (a Wisp extension). Any other project without one reads
+    /// upstream's default role claims (`groups`, `roles`, `cognito:groups`,
+    /// `custom:roles`, `custom:groups`), as upstream does.
+    #[serde(
+        rename = "oidcNoDefaultRoleClaims",
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub oidc_no_default_role_claims: Vec<String>,
 }
 
 impl ControlPlaneSpec {
     /// The configuration-defined project with this id.
     pub fn find_project(&self, id: &str) -> Option<&ProjectConfig> {
         self.projects.iter().find(|p| p.id == id)
+    }
+
+    /// Whether OIDC logins of `project` may read roles from upstream's default role
+    /// claims when the project names no `rolesClaimKey`.
+    pub fn oidc_default_role_claims(&self, project: &str) -> bool {
+        !self
+            .oidc_no_default_role_claims
+            .iter()
+            .any(|p| p == "*" || p == project)
     }
 
     /// The shared SSO configuration with this name.

@@ -71,6 +71,9 @@ pub struct Console {
     password_checks: login_guard::PasswordChecks,
     /// What SSO settings may make the console reach.
     sso_policy: ProviderPolicy,
+    /// Projects (or `*`) whose OIDC logins read no default role claim
+    /// (`oidcNoDefaultRoleClaims`).
+    no_default_role_claims: Vec<String>,
 }
 
 impl std::fmt::Debug for Console {
@@ -106,6 +109,9 @@ struct ResolvedSso {
     client_secret: String,
     /// `session_ttl` hours, when set.
     session_ttl: Option<std::time::Duration>,
+    /// Whether an OIDC project without `roles_claim_key` reads upstream's default role
+    /// claims.
+    default_role_claims: bool,
 }
 
 impl ResolvedSso {
@@ -145,11 +151,14 @@ impl ResolvedSso {
                 oidc::OidcClient::new(&oidc.proxy_url, self.policy)?
                     .user(
                         oidc,
-                        &self.client_id,
-                        &self.client_secret,
+                        &oidc::Client {
+                            id: &self.client_id,
+                            secret: &self.client_secret,
+                        },
                         code,
                         state,
                         project,
+                        self.default_role_claims,
                     )
                     .await
             }
@@ -182,7 +191,15 @@ impl Console {
             trusted_proxies: Vec::new(),
             password_checks: login_guard::PasswordChecks::default(),
             sso_policy: ProviderPolicy::default(),
+            no_default_role_claims: Vec::new(),
         }
+    }
+
+    /// Projects (ids, or `*` for all) whose OIDC logins read roles from the project's
+    /// `rolesClaimKey` only (the config's `oidcNoDefaultRoleClaims`).
+    pub fn with_no_default_role_claims(mut self, projects: &[String]) -> Self {
+        self.no_default_role_claims = projects.to_vec();
+        self
     }
 
     /// What SSO settings may make the console reach (`wisp serve
@@ -634,6 +651,10 @@ impl Console {
             client_id,
             client_secret,
             session_ttl,
+            default_role_claims: !self
+                .no_default_role_claims
+                .iter()
+                .any(|p| p == "*" || *p == project.id),
         })
     }
 

@@ -1,8 +1,19 @@
 //! OpenID Connect login (upstream's `pkg/oauth/oidc`): `POST /auth/login` sends the browser
 //! to the provider with the login's `state`, a `nonce` and a PKCE challenge;
 //! `GET /auth/callback` trades the code (with the PKCE verifier) for an ID token, checks it
-//! against the provider's keys, its issuer and the nonce, and maps the project's role
-//! claim to the project's roles.
+//! against the provider's keys, its issuer and the nonce, merges the UserInfo endpoint's
+//! claims into it, and maps the role claims to the project's roles.
+//!
+//! As upstream (`pkg/oauth/oidc`, over `golang.org/x/oauth2` and `go-oidc`): the client
+//! authenticates to the token endpoint with HTTP Basic (`client_secret_basic`), and with
+//! the form (`client_secret_post`) only when the discovery document says the provider
+//! takes that and not Basic, or Basic was refused and it takes the form; an ID token is
+//! accepted signed with any algorithm the discovery document advertises
+//! (`id_token_signing_alg_values_supported`; RS256 when it names none) that
+//! `jsonwebtoken` implements, and verified with a key of that algorithm's own kind only:
+//! a JWKS key of the matching type (and curve) for RSA, EC and EdDSA, the client secret
+//! for HMAC (OpenID Connect Core 10.1), never a public key as an HMAC secret, never
+//! `none` (which `jsonwebtoken` cannot even parse).
 //!
 //! The provider's addresses (issuer, and the endpoints its discovery document or the
 //! project names) must be ones the operator's [`ProviderPolicy`] allows: `https://` to
@@ -34,6 +45,14 @@ use crate::provider::ProviderClient;
 /// Claims upstream reads the user name and avatar from, when the project names none.
 const USERNAME_CLAIMS: [&str; 4] = ["username", "preferred_username", "name", "cognito:username"];
 const AVATAR_CLAIMS: [&str; 2] = ["picture", "avatar_url"];
+/// Claims upstream reads roles from, all of them, when the project names none.
+pub const DEFAULT_ROLE_CLAIMS: [&str; 5] = [
+    "groups",
+    "roles",
+    "cognito:groups",
+    "custom:roles",
+    "custom:groups",
+];
 
 /// Whether `url` may be a provider address under `policy`.
 pub fn provider_url_allowed(url: &str, policy: ProviderPolicy) -> bool {
@@ -174,28 +193,131 @@ struct Discovery {
     authorization_endpoint: String,
     token_endpoint: String,
     jwks_uri: String,
+    #[serde(default)]
+    userinfo_endpoint: Option<String>,
+    #[serde(default)]
+    id_token_signing_alg_values_supported: Vec<String>,
+    #[serde(default)]
+    token_endpoint_auth_methods_supported: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
 struct TokenResponse {
     id_token: String,
+    #[serde(default)]
+    access_token: String,
 }
 
+/// The keys of a JWKS, each kept as JSON: a key of a type `jsonwebtoken` does not read
+/// is skipped, not a reason to refuse the others.
 #[derive(Deserialize)]
 struct Jwks {
-    keys: Vec<Jwk>,
+    keys: Vec<Value>,
 }
 
-#[derive(Deserialize)]
-struct Jwk {
-    #[serde(default)]
-    kid: String,
-    #[serde(default)]
-    kty: String,
-    #[serde(default)]
-    n: String,
-    #[serde(default)]
-    e: String,
+/// The client's credentials at the provider.
+#[derive(Clone, Copy)]
+pub struct Client<'a> {
+    pub id: &'a str,
+    pub secret: &'a str,
+}
+
+impl std::fmt::Debug for Client<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the client authenticates to the token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AuthStyle {
+    /// `client_secret_basic`: `Authorization: Basic`.
+    Basic,
+    /// `client_secret_post`: in the form.
+    Post,
+}
+
+/// The algorithms an ID token may be signed with: those the discovery document
+/// advertises that `jsonwebtoken` implements; RS256 when it advertises none (the one
+/// OpenID Connect Discovery requires every provider to support).
+fn accepted_algorithms(advertised: &[String]) -> Vec<Algorithm> {
+    if advertised.is_empty() {
+        return vec![Algorithm::RS256];
+    }
+    advertised
+        .iter()
+        .filter_map(|a| a.parse::<Algorithm>().ok())
+        .collect()
+}
+
+/// Whether `jwk` is a key for `alg`: its type (and curve) is the algorithm's, its `alg`
+/// (when it names one) is `alg`, its `use` (when set) is signing, and its `kid` is the
+/// token's (when the token names one).
+fn key_fits(jwk: &jsonwebtoken::jwk::Jwk, alg: Algorithm, kid: Option<&str>) -> bool {
+    use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, PublicKeyUse};
+    let kind_fits = match (&jwk.algorithm, alg) {
+        (
+            AlgorithmParameters::RSA(_),
+            Algorithm::RS256
+            | Algorithm::RS384
+            | Algorithm::RS512
+            | Algorithm::PS256
+            | Algorithm::PS384
+            | Algorithm::PS512,
+        ) => true,
+        (AlgorithmParameters::EllipticCurve(p), Algorithm::ES256) => p.curve == EllipticCurve::P256,
+        (AlgorithmParameters::EllipticCurve(p), Algorithm::ES384) => p.curve == EllipticCurve::P384,
+        (AlgorithmParameters::OctetKeyPair(p), Algorithm::EdDSA) => {
+            p.curve == EllipticCurve::Ed25519
+        }
+        _ => false,
+    };
+    let alg_fits = jwk
+        .common
+        .key_algorithm
+        .is_none_or(|ka| serde_json::to_value(ka).ok() == serde_json::to_value(alg).ok());
+    let use_fits = jwk
+        .common
+        .public_key_use
+        .as_ref()
+        .is_none_or(|u| *u == PublicKeyUse::Signature);
+    let kid_fits = kid.is_none_or(|kid| jwk.common.key_id.as_deref() == Some(kid));
+    kind_fits && alg_fits && use_fits && kid_fits
+}
+
+/// The key that verifies a token signed with `alg`: the client secret for HMAC, else
+/// the first key of `jwks` that [`key_fits`].
+fn decoding_key(
+    alg: Algorithm,
+    kid: Option<&str>,
+    jwks: &[Value],
+    client_secret: &str,
+) -> Result<DecodingKey, SsoError> {
+    use jsonwebtoken::AlgorithmFamily;
+    if alg.family() == AlgorithmFamily::Hmac {
+        // OpenID Connect Core 10.1: the key is the client secret's bytes. Never a key of
+        // the JWKS: a public key is public.
+        if client_secret.is_empty() {
+            return Err(SsoError::token(
+                "an HMAC-signed ID token needs a client secret",
+            ));
+        }
+        return Ok(DecodingKey::from_secret(client_secret.as_bytes()));
+    }
+    let jwk = jwks
+        .iter()
+        .filter_map(|k| serde_json::from_value::<jsonwebtoken::jwk::Jwk>(k.clone()).ok())
+        .find(|k| key_fits(k, alg, kid))
+        .ok_or_else(|| SsoError::token(format!("no {alg:?} key in the provider's JWKS")))?;
+    let key = DecodingKey::from_jwk(&jwk).map_err(|e| SsoError::token_from("", e))?;
+    if key.family() != alg.family() {
+        return Err(SsoError::token(format!(
+            "no {alg:?} key in the provider's JWKS"
+        )));
+    }
+    Ok(key)
 }
 
 /// Talks to OIDC providers.
@@ -303,6 +425,13 @@ impl OidcClient {
         )?;
         check_provider_url("token endpoint", &discovery.token_endpoint, self.policy)?;
         check_provider_url("JWKS address", &discovery.jwks_uri, self.policy)?;
+        if !oidc.user_info_endpoint.is_empty() {
+            discovery.userinfo_endpoint = Some(oidc.user_info_endpoint.clone());
+        }
+        discovery.userinfo_endpoint = discovery.userinfo_endpoint.filter(|u| !u.is_empty());
+        if let Some(userinfo) = &discovery.userinfo_endpoint {
+            check_provider_url("UserInfo endpoint", userinfo, self.policy)?;
+        }
         Ok(discovery)
     }
 
@@ -334,65 +463,195 @@ impl OidcClient {
         Ok(format!("{}{sep}{query}", discovery.authorization_endpoint))
     }
 
-    /// Trades `code` for an ID token, verifies it, and reads the user from it.
+    /// Trades `code` for an ID token, verifies it, merges the UserInfo claims into it,
+    /// and reads the user from them. `default_role_claims`: whether a project without a
+    /// `roles_claim_key` reads [`DEFAULT_ROLE_CLAIMS`].
     pub async fn user(
         &self,
         oidc: &model::project_sso_config::Oidc,
-        client_id: &str,
-        client_secret: &str,
+        client: &Client<'_>,
         code: &str,
         state: &SsoState,
         project: &model::Project,
+        default_role_claims: bool,
     ) -> Result<SsoUser, SsoError> {
         let discovery = self.discover(oidc).await?;
-        let form = form_urlencoded::Serializer::new(String::new())
-            .append_pair("grant_type", "authorization_code")
-            .append_pair("code", code)
-            .append_pair("redirect_uri", &oidc.redirect_uri)
-            .append_pair("client_id", client_id)
-            .append_pair("client_secret", client_secret)
-            .append_pair("code_verifier", &state.code_verifier)
-            .finish();
-        let req = Request::builder()
-            .method(Method::POST)
-            .uri(&discovery.token_endpoint)
-            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(header::ACCEPT, "application/json")
-            .body(Full::new(Bytes::from(form)))
-            .map_err(|e| SsoError::config_from("token endpoint", e))?;
-        let (_, body) = self.http.call(req).await?;
-        let token: TokenResponse = serde_json::from_slice(&body)
-            .map_err(|e| SsoError::provider_from("token response", e))?;
-
-        let header = jsonwebtoken::decode_header(&token.id_token)
-            .map_err(|e| SsoError::token_from("", e))?;
-        if header.alg != Algorithm::RS256 {
-            return Err(SsoError::token(format!(
-                "unsupported algorithm {:?}",
-                header.alg
-            )));
-        }
-        let jwks: Jwks = self.get_json(&discovery.jwks_uri).await?;
-        let jwk = jwks
-            .keys
-            .iter()
-            .filter(|k| k.kty == "RSA")
-            .find(|k| header.kid.as_deref().is_none_or(|kid| kid == k.kid))
-            .ok_or_else(|| SsoError::token("no matching key in the provider's JWKS"))?;
-        let key = DecodingKey::from_rsa_components(&jwk.n, &jwk.e)
-            .map_err(|e| SsoError::token_from("", e))?;
-        let mut validation = Validation::new(Algorithm::RS256);
-        validation.set_audience(&[client_id]);
-        validation.set_issuer(&[discovery.issuer.as_str()]);
-        let claims = jsonwebtoken::decode::<Map<String, Value>>(&token.id_token, &key, &validation)
-            .map_err(|e| SsoError::token_from("", e))?
-            .claims;
+        let token = self.exchange(&discovery, oidc, client, code, state).await?;
+        let mut claims = self
+            .verify_id_token(&discovery, &token.id_token, client)
+            .await?;
         // The token answers this login, not a replayed one.
         if claims.get("nonce").and_then(Value::as_str) != Some(state.nonce.as_str()) {
             return Err(SsoError::token("the ID token's nonce is not this login's"));
         }
-        user_from_claims(&claims, oidc, project)
+        if let Some(userinfo) = &discovery.userinfo_endpoint {
+            let extra = self.userinfo(userinfo, &token.access_token).await?;
+            merge_userinfo(&mut claims, extra)?;
+        }
+        user_from_claims(&claims, oidc, project, default_role_claims)
     }
+
+    /// The token endpoint's answer to `code`. The client authenticates with Basic first,
+    /// as upstream; with the form when the provider says it takes only that, or refuses
+    /// Basic and says it takes the form.
+    async fn exchange(
+        &self,
+        discovery: &Discovery,
+        oidc: &model::project_sso_config::Oidc,
+        client: &Client<'_>,
+        code: &str,
+        state: &SsoState,
+    ) -> Result<TokenResponse, SsoError> {
+        let methods = discovery.token_endpoint_auth_methods_supported.as_deref();
+        let takes = |m: &str| methods.is_some_and(|all| all.iter().any(|x| x == m));
+        let first =
+            if methods.is_some() && !takes("client_secret_basic") && takes("client_secret_post") {
+                AuthStyle::Post
+            } else {
+                AuthStyle::Basic
+            };
+        let answer = match self
+            .token_request(discovery, oidc, client, code, state, first)
+            .await
+        {
+            Err(SsoError::Provider { message, .. })
+                if first == AuthStyle::Basic
+                    && takes("client_secret_post")
+                    && (message.contains(": HTTP 400") || message.contains(": HTTP 401")) =>
+            {
+                tracing::info!(
+                    "the token endpoint refused Basic client authentication ({message}); \
+                     trying client_secret_post, which its discovery document names"
+                );
+                self.token_request(discovery, oidc, client, code, state, AuthStyle::Post)
+                    .await?
+            }
+            other => other?,
+        };
+        serde_json::from_slice(&answer).map_err(|e| SsoError::provider_from("token response", e))
+    }
+
+    async fn token_request(
+        &self,
+        discovery: &Discovery,
+        oidc: &model::project_sso_config::Oidc,
+        client: &Client<'_>,
+        code: &str,
+        state: &SsoState,
+        style: AuthStyle,
+    ) -> Result<Bytes, SsoError> {
+        let form = {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            form.append_pair("grant_type", "authorization_code")
+                .append_pair("code", code)
+                .append_pair("redirect_uri", &oidc.redirect_uri)
+                .append_pair("code_verifier", &state.code_verifier);
+            if style == AuthStyle::Post {
+                form.append_pair("client_id", client.id)
+                    .append_pair("client_secret", client.secret);
+            }
+            form.finish()
+        };
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(&discovery.token_endpoint)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::ACCEPT, "application/json");
+        if style == AuthStyle::Basic {
+            // RFC 6749 2.3.1: the id and secret are form-encoded before Base64.
+            use base64::Engine;
+            let enc = |v: &str| form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>();
+            let credentials = base64::engine::general_purpose::STANDARD.encode(format!(
+                "{}:{}",
+                enc(client.id),
+                enc(client.secret)
+            ));
+            req = req.header(header::AUTHORIZATION, format!("Basic {credentials}"));
+        }
+        let req = req
+            .body(Full::new(Bytes::from(form)))
+            .map_err(|e| SsoError::config_from("token endpoint", e))?;
+        Ok(self.http.call(req).await?.1)
+    }
+
+    /// The ID token's claims, once its signature, algorithm, audience, issuer and
+    /// lifetime are checked.
+    async fn verify_id_token(
+        &self,
+        discovery: &Discovery,
+        id_token: &str,
+        client: &Client<'_>,
+    ) -> Result<Map<String, Value>, SsoError> {
+        let header =
+            jsonwebtoken::decode_header(id_token).map_err(|e| SsoError::token_from("", e))?;
+        let accepted = accepted_algorithms(&discovery.id_token_signing_alg_values_supported);
+        if !accepted.contains(&header.alg) {
+            return Err(SsoError::token(format!(
+                "the ID token is signed with {:?}, which the provider's discovery document does not advertise",
+                header.alg
+            )));
+        }
+        let jwks: Vec<Value> = if header.alg.family() == jsonwebtoken::AlgorithmFamily::Hmac {
+            Vec::new()
+        } else {
+            self.get_json::<Jwks>(&discovery.jwks_uri).await?.keys
+        };
+        let key = decoding_key(header.alg, header.kid.as_deref(), &jwks, client.secret)?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_audience(&[client.id]);
+        validation.set_issuer(&[discovery.issuer.as_str()]);
+        Ok(
+            jsonwebtoken::decode::<Map<String, Value>>(id_token, &key, &validation)
+                .map_err(|e| SsoError::token_from("", e))?
+                .claims,
+        )
+    }
+
+    /// The UserInfo endpoint's claims (a JSON answer; a signed one is refused).
+    async fn userinfo(
+        &self,
+        url: &str,
+        access_token: &str,
+    ) -> Result<Map<String, Value>, SsoError> {
+        if access_token.is_empty() {
+            return Err(SsoError::provider(
+                "the token endpoint gave no access token for the UserInfo endpoint",
+            ));
+        }
+        let (_, claims) = self
+            .http
+            .get_json::<Map<String, Value>>(
+                url,
+                &[(header::AUTHORIZATION, format!("Bearer {access_token}"))],
+            )
+            .await?;
+        Ok(claims)
+    }
+}
+
+/// Adds the UserInfo claims to the ID token's. Its `sub` must be the ID token's
+/// (OpenID Connect Core 5.3.2: else the answer is not about this user).
+///
+/// Deviation: upstream lets a UserInfo claim replace the ID token's of the same name;
+/// here the ID token's wins. The ID token is signed and checked; a UserInfo answer
+/// comes over TLS only, and its claims are often ones the user edits (a profile).
+fn merge_userinfo(
+    claims: &mut Map<String, Value>,
+    userinfo: Map<String, Value>,
+) -> Result<(), SsoError> {
+    let sub = |m: &Map<String, Value>| m.get("sub").and_then(Value::as_str).map(str::to_string);
+    match (sub(claims), sub(&userinfo)) {
+        (Some(a), Some(b)) if a == b => {}
+        _ => {
+            return Err(SsoError::token(
+                "the UserInfo answer's subject is not the ID token's",
+            ));
+        }
+    }
+    for (k, v) in userinfo {
+        claims.entry(k).or_insert(v);
+    }
+    Ok(())
 }
 
 fn claim_strings(claims: &Map<String, Value>, key: &str) -> Vec<String> {
@@ -406,20 +665,29 @@ fn claim_strings(claims: &Map<String, Value>, key: &str) -> Vec<String> {
     }
 }
 
-/// The user name, avatar and project roles the claims give. Roles come from the one claim
-/// the project names (`roles_claim_key`): a value is a role when it names one of the
-/// project's roles, or an SSO group the project maps to a role (`user_groups`). With
-/// none, `allow_stray_as_viewer` makes the user a Viewer; otherwise the login is refused.
+/// The user name, avatar and project roles the claims give. Roles come from the claim
+/// the project names (`roles_claim_key`), else, as upstream, from every claim of
+/// [`DEFAULT_ROLE_CLAIMS`] when `default_role_claims`: a value is a role when it names one
+/// of the project's roles, or an SSO group the project maps to a role (`user_groups`).
+/// With none, `allow_stray_as_viewer` makes the user a Viewer; otherwise the login is
+/// refused.
 ///
 /// Deviation: upstream accepts only the built-in role names as claim values and lets a
-/// user in with no role at all when the claim names none of them; and without a
-/// configured claim it reads a default list that includes `custom:roles` and
-/// `custom:groups`, which users of some providers (Cognito) can edit themselves. Wisp
-/// reads no role claim unless the project names one.
+/// user in with no role at all when the claims name none of them; Wisp refuses such a
+/// user (unless strays are Viewers).
+///
+/// Deviation: a project can opt out of the default claims (the config's
+/// `oidcNoDefaultRoleClaims`), and then reads no role claim unless it names one. The
+/// default list includes `custom:roles` and `custom:groups`, which the users of some
+/// providers can write themselves (Cognito custom attributes are writable by the user
+/// unless the app client says otherwise): such a project must name its claim or opt
+/// out. The default stays upstream's, so that projects moved from upstream keep their
+/// users.
 pub fn user_from_claims(
     claims: &Map<String, Value>,
     oidc: &model::project_sso_config::Oidc,
     project: &model::Project,
+    default_role_claims: bool,
 ) -> Result<SsoUser, SsoError> {
     let pick = |configured: &str, defaults: &[&str]| -> Vec<String> {
         if configured.is_empty() {
@@ -436,10 +704,15 @@ pub fn user_from_claims(
         .iter()
         .find_map(|k| claim_strings(claims, k).into_iter().next())
         .unwrap_or_default();
-    let values: Vec<String> = if oidc.roles_claim_key.is_empty() {
-        Vec::new()
-    } else {
+    let values: Vec<String> = if !oidc.roles_claim_key.is_empty() {
         claim_strings(claims, &oidc.roles_claim_key)
+    } else if default_role_claims {
+        DEFAULT_ROLE_CLAIMS
+            .iter()
+            .flat_map(|k| claim_strings(claims, k))
+            .collect()
+    } else {
+        Vec::new()
     };
     let Some(roles) = sso_roles(project, &values, true) else {
         return Err(SsoError::Denied(format!(
@@ -500,10 +773,98 @@ mod tests {
             "custom:groups": ["Admin"],
             "groups": ["Admin"],
         }));
-        let refused = user_from_claims(&claims, &oidc, &project(&[], false));
+        let refused = user_from_claims(&claims, &oidc, &project(&[], false), false);
         assert!(matches!(refused, Err(SsoError::Denied(_))));
-        let viewer = user_from_claims(&claims, &oidc, &project(&[], true)).unwrap();
+        let viewer = user_from_claims(&claims, &oidc, &project(&[], true), false).unwrap();
         assert_eq!(viewer.roles, vec!["Viewer".to_string()]);
+    }
+
+    /// Without a configured claim, upstream's default claims are all read.
+    #[test]
+    fn default_role_claims_are_read_unless_the_project_opts_out() {
+        let oidc = model::project_sso_config::Oidc::default();
+        let claims = claims(serde_json::json!({
+            "username": "ann",
+            "roles": "Deployer",
+            "cognito:groups": ["acme/ops"],
+        }));
+        let p = project(&[("acme/ops", "Editor")], false);
+        let user = user_from_claims(&claims, &oidc, &p, true).unwrap();
+        assert_eq!(
+            user.roles,
+            vec!["Deployer".to_string(), "Editor".to_string()]
+        );
+        assert!(matches!(
+            user_from_claims(&claims, &oidc, &p, false),
+            Err(SsoError::Denied(_))
+        ));
+        // A configured claim replaces the list.
+        let named = model::project_sso_config::Oidc {
+            roles_claim_key: "groups".into(),
+            ..Default::default()
+        };
+        assert!(user_from_claims(&claims, &named, &p, true).is_err());
+    }
+
+    #[test]
+    fn userinfo_adds_claims_the_id_token_lacks_for_the_same_subject_only() {
+        let mut id = claims(serde_json::json!({"sub": "u1", "username": "ann"}));
+        merge_userinfo(
+            &mut id,
+            claims(serde_json::json!({"sub": "u1", "username": "mallory", "groups": ["g"]})),
+        )
+        .unwrap();
+        assert_eq!(id["username"], "ann");
+        assert_eq!(id["groups"], serde_json::json!(["g"]));
+        for other in [
+            serde_json::json!({"sub": "u2", "groups": ["g"]}),
+            serde_json::json!({"groups": ["g"]}),
+        ] {
+            let mut id = claims(serde_json::json!({"sub": "u1"}));
+            assert!(merge_userinfo(&mut id, claims(other)).is_err());
+            assert!(id.get("groups").is_none(), "nothing merged");
+        }
+    }
+
+    #[test]
+    fn algorithms_are_the_advertised_ones_jsonwebtoken_implements() {
+        assert_eq!(accepted_algorithms(&[]), vec![Algorithm::RS256]);
+        let advertised: Vec<String> = ["none", "RS256", "ES256", "ES512", "EdDSA", "HS256"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            accepted_algorithms(&advertised),
+            vec![
+                Algorithm::RS256,
+                Algorithm::ES256,
+                Algorithm::EdDSA,
+                Algorithm::HS256
+            ]
+        );
+    }
+
+    fn rsa_jwk() -> Value {
+        serde_json::json!({"kty": "RSA", "kid": "k1", "alg": "RS256", "use": "sig",
+            "n": "AQAB",
+            "e": "AQAB"})
+    }
+
+    #[test]
+    fn keys_are_chosen_by_the_algorithms_own_kind() {
+        let jwks = vec![serde_json::json!({"kty": "unknown-kind"}), rsa_jwk()];
+        // RSA algorithms: the RSA key, past a key jsonwebtoken cannot read.
+        assert!(decoding_key(Algorithm::RS256, Some("k1"), &jwks, "s").is_ok());
+        // Its `alg` names RS256: not a key for PS256.
+        assert!(decoding_key(Algorithm::PS256, Some("k1"), &jwks, "s").is_err());
+        // Another kid, or a kind of key the set lacks: none.
+        assert!(decoding_key(Algorithm::RS256, Some("k2"), &jwks, "s").is_err());
+        assert!(decoding_key(Algorithm::ES256, None, &jwks, "s").is_err());
+        assert!(decoding_key(Algorithm::EdDSA, None, &jwks, "s").is_err());
+        // HMAC: the client secret, never a key of the set; none without a secret.
+        let key = decoding_key(Algorithm::HS256, Some("k1"), &jwks, "s").unwrap();
+        assert_eq!(key.family(), jsonwebtoken::AlgorithmFamily::Hmac);
+        assert!(decoding_key(Algorithm::HS256, None, &jwks, "").is_err());
     }
 
     #[test]
@@ -559,6 +920,7 @@ mod tests {
             })),
             &oidc,
             &project(&[("acme/ops", "Editor")], false),
+            false,
         )
         .expect("a user");
         assert_eq!(user.username, "ann");
@@ -582,6 +944,7 @@ mod tests {
             &claims(serde_json::json!({"username": "dee", "groups": ["acme/all", "acme/admins"]})),
             &oidc,
             &p,
+            false,
         )
         .expect("a user");
         assert_eq!(user.roles, vec!["Viewer".to_string(), "Admin".to_string()]);
@@ -589,6 +952,7 @@ mod tests {
             &claims(serde_json::json!({"username": "eve", "groups": [""]})),
             &oidc,
             &p,
+            false,
         );
         assert!(empty_team.is_err(), "an empty team name must match nobody");
     }
@@ -597,9 +961,9 @@ mod tests {
     fn strays_are_viewers_only_when_the_project_allows_it() {
         let oidc = groups_claim();
         let stray = claims(serde_json::json!({"username": "bob", "groups": ["elsewhere"]}));
-        let user = user_from_claims(&stray, &oidc, &project(&[], true)).expect("a viewer");
+        let user = user_from_claims(&stray, &oidc, &project(&[], true), false).expect("a viewer");
         assert_eq!(user.roles, vec!["Viewer".to_string()]);
-        let refused = user_from_claims(&stray, &oidc, &project(&[], false));
+        let refused = user_from_claims(&stray, &oidc, &project(&[], false), false);
         assert!(matches!(refused, Err(SsoError::Denied(m)) if m.contains("no role")));
     }
 
@@ -619,6 +983,7 @@ mod tests {
             })),
             &oidc,
             &project(&[], false),
+            false,
         )
         .expect("a user");
         assert_eq!(user.username, "c@example.com");
@@ -627,6 +992,7 @@ mod tests {
             &claims(serde_json::json!({"wisp_roles": "Viewer"})),
             &oidc,
             &project(&[], false),
+            false,
         );
         assert!(matches!(nameless, Err(SsoError::Denied(_))));
     }

@@ -113,6 +113,8 @@ pub struct ImportGuard {
     records: Mutex<HashMap<String, bool>>,
     /// Owners already looked up on Wisp's side: `kind/id` → the project holding it.
     owners: Mutex<HashMap<String, Option<String>>>,
+    /// The dump's projects that are imported, as read.
+    taken_projects: Vec<wisp_proto::model::Project>,
 }
 
 impl std::fmt::Debug for ImportGuard {
@@ -138,20 +140,27 @@ impl ImportGuard {
         replace_projects: bool,
     ) -> StoreResult<Arc<ImportGuard>> {
         let mut taken = BTreeSet::new();
+        let mut taken_projects = Vec::new();
         let mut refused = BTreeMap::new();
         let mut cursor: Option<String> = None;
         loop {
             let page = source.scan(Kind::Project, cursor.as_deref(), 100).await?;
             for (record, _) in &page.records {
+                let decoded = || {
+                    <wisp_proto::model::Project as prost::Message>::decode(record.data.as_slice())
+                        .ok()
+                };
                 match destination.get(Kind::Project, &record.id).await {
                     Err(StoreError::NotFound(_)) => {
                         taken.insert(record.id.clone());
+                        taken_projects.extend(decoded());
                     }
                     Ok(ours)
                         if replace_projects
                             || same_data(Kind::Project, &ours.data, &record.data) =>
                     {
                         taken.insert(record.id.clone());
+                        taken_projects.extend(decoded());
                     }
                     Ok(_) => {
                         refused.insert(
@@ -177,6 +186,7 @@ impl ImportGuard {
             refusals: Refusals::default(),
             records: Mutex::new(HashMap::new()),
             owners: Mutex::new(HashMap::new()),
+            taken_projects,
         };
         for (project, why) in &guard.refused {
             guard
@@ -189,6 +199,11 @@ impl ImportGuard {
     /// What was left out so far.
     pub fn refusals(&self) -> &Refusals {
         &self.refusals
+    }
+
+    /// The dump's projects that are imported, as the dump holds them.
+    pub fn taken_projects(&self) -> &[wisp_proto::model::Project] {
+        &self.taken_projects
     }
 
     /// The dump's projects that are refused.

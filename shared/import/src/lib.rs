@@ -19,6 +19,7 @@
 pub mod convert;
 pub mod dsn;
 pub mod guard;
+pub mod sso;
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;

@@ -751,6 +751,11 @@ async fn transport(addr: SocketAddr, via: Via) -> Transport {
     }
 }
 
+/// A tonic channel (connected however the test needs, e.g. over TLS) as a [`Transport`].
+pub fn boxed_channel(channel: Channel) -> Transport {
+    BoxCloneService::new(channel.map_err(|e| TransportError(e.into())))
+}
+
 /// Makes the request URI absolute, as hyper's client needs (tonic's `Channel` does this
 /// itself; a bare service given to a generated client sends only the path).
 #[derive(Clone)]

@@ -6,6 +6,7 @@
 mod admin;
 mod api_key;
 mod application;
+mod audit;
 mod aws;
 mod bridge;
 mod console;
@@ -101,6 +102,10 @@ pub enum Command {
     /// console's files and login page, and (with `--session`) that a revocation is
     /// recorded. One line per failure with its fix; non-zero exit status on a failure.
     Doctor(doctor::DoctorArgs),
+    /// Who changed what: `wisp audit list [--project P] [--since 24h] [--actor A]
+    /// [--method M] [--json]`.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Drive a running control plane with a fleet of simulated pipeds at upstream's
     /// cadence; report calls, latencies, failures and a monthly AWS cost projection.
     Simulate(simulate::SimulateArgs),
@@ -134,7 +139,20 @@ pub fn init_tracing(
 }
 
 pub async fn run(cli: Cli) -> Result<(), CliError> {
-    match cli.command {
+    // The CLI's changes are recorded in the audit log once made (the servers' at their
+    // gate, the jobs' by the job runner).
+    let change = audit::CliChange::of(&cli.command);
+    let result = dispatch(cli.command).await;
+    if let Some(change) = change
+        && result.is_ok()
+    {
+        change.record().await;
+    }
+    result
+}
+
+async fn dispatch(command: Command) -> Result<(), CliError> {
+    match command {
         Command::Serve(args) => serve::run(args).await,
         Command::Project(cmd) => project::run(cmd).await,
         Command::Piped(cmd) => piped::run(cmd).await,
@@ -148,5 +166,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Jobs(cmd) => jobs::run(cmd).await,
         Command::Simulate(args) => simulate::run(args).await,
         Command::Doctor(args) => doctor::run(args).await,
+        Command::Audit(cmd) => audit::run(cmd).await,
     }
 }

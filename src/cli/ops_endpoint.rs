@@ -48,7 +48,9 @@ pub trait Render: Send + Sync + 'static {
 /// `wisp bridge`: the recorder's metrics alone.
 impl Render for PrometheusHandle {
     async fn render(&self) -> String {
-        PrometheusHandle::render(self)
+        let mut text = PrometheusHandle::render(self);
+        text.push_str(&wisp_telemetry::process::render());
+        text
     }
 }
 
@@ -56,8 +58,12 @@ impl Render for MetricsSource {
     async fn render(&self) -> String {
         self.fleet.record(&self.stores, &self.config_projects).await;
         let mut text = self.handle.render();
-        // The pipeds' own metrics, labelled with the project and piped they came from.
-        let (pipeds, skipped) = wisp_telemetry::reexport::render(&self.fleet.piped_metrics());
+        // The process's CPU, memory, files and threads, and the pipeds' own metrics
+        // labelled with the project and piped they came from (their `process_*` in the
+        // same families as Wisp's).
+        let own = wisp_telemetry::process::ProcessStats::read().samples();
+        let (pipeds, skipped) =
+            wisp_telemetry::reexport::render_with(&own, &self.fleet.piped_metrics());
         if skipped != Default::default() {
             tracing::debug!(?skipped, "pipeds' metrics left out of /metrics");
         }

@@ -10,6 +10,7 @@ mod support;
 
 mod admin_cli;
 mod api_service;
+mod audit;
 mod aws_backends;
 mod bridge;
 mod bridge_service;

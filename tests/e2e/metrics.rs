@@ -245,6 +245,58 @@ async fn a_known_workload_shows_on_metrics() {
     }
 }
 
+/// The process's CPU, memory, files and threads are on `/metrics` under the names
+/// upstream's dashboards read (Prometheus's Go client's), beside a piped's own
+/// `process_*` samples in the same families (one TYPE line each, or the parser fails).
+#[tokio::test]
+async fn process_metrics_show_on_metrics_beside_the_pipeds() {
+    let wisp = Wisp::start();
+    let piped = wisp.add_piped(QUICKSTART, "with-process-metrics");
+    let mut client = wisp.piped_client(Via::Grpc, &piped).await;
+    client
+        .report_stat(ps::ReportStatRequest {
+            piped_stats: b"# HELP process_open_fds Number of open file descriptors.\n\
+                # TYPE process_open_fds gauge\n\
+                process_open_fds 9\n"
+                .to_vec(),
+        })
+        .await
+        .expect("ReportStat");
+    let m = Scrape::from(&wisp).await;
+    let own = |name: &str| {
+        let values: Vec<f64> =
+            m.0.samples
+                .iter()
+                .filter(|s| s.metric == name && s.labels.get("piped_id").is_none())
+                .map(|s| match s.value {
+                    prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+                    ref other => panic!("{name}: {other:?}"),
+                })
+                .collect();
+        assert_eq!(values.len(), 1, "{name}: {values:?}");
+        values[0]
+    };
+    assert!(own("process_cpu_seconds_total") > 0.0);
+    assert!(own("process_resident_memory_bytes") > 1024.0 * 1024.0);
+    assert!(own("process_virtual_memory_bytes") >= own("process_resident_memory_bytes"));
+    assert!(own("process_open_fds") >= 3.0);
+    assert!(own("process_max_fds") >= own("process_open_fds"));
+    assert!(own("process_threads") >= 2.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    let started = own("process_start_time_seconds");
+    assert!(
+        started <= now + 1.0 && started > now - 3600.0,
+        "{started} vs {now}"
+    );
+    assert_eq!(
+        m.value("process_open_fds", &[("piped_id", piped.id.as_str())]),
+        9.0
+    );
+}
+
 #[tokio::test]
 async fn the_admin_address_serves_version_and_nothing_else() {
     let wisp = Wisp::start();

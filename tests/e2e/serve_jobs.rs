@@ -77,6 +77,17 @@ async fn an_orphan_command_times_out() {
         .is_empty(),
         "a timed-out command is no longer offered to the piped"
     );
+
+    // The run that changed it is in the audit log, under no project (issue 32 point 4).
+    let entry = eventually(LIMIT, "the job's audit entry", || {
+        let found = wisp.cli_json(&["audit", "list", "--method", "orphan-commands"]);
+        async move { found.as_array().and_then(|a| a.first().cloned()) }
+    })
+    .await;
+    assert_eq!(entry["actor"], "job:orphan-commands", "{entry}");
+    assert_eq!(entry["method"], "job/orphan-commands", "{entry}");
+    assert_eq!(entry["project_id"], "", "{entry}");
+    assert_eq!(entry["code"], "OK", "{entry}");
 }
 
 #[tokio::test]

@@ -439,7 +439,7 @@ async fn enable_piped_and_disable_piped_among_several() {
 }
 
 #[tokio::test]
-async fn desired_version_reaches_the_chosen_pipeds_and_the_release_lists_are_empty() {
+async fn desired_version_reaches_the_chosen_pipeds_and_the_release_lists_have_the_defaults() {
     let Populated {
         wisp,
         mut console,
@@ -495,11 +495,15 @@ async fn desired_version_reaches_the_chosen_pipeds_and_the_release_lists_are_emp
         "v0.50.0"
     );
 
-    // Deviation (pipeds.rs): no GitHub call, so both lists are empty, never an error.
+    // Deviation (pipeds.rs): no GitHub call; with no `pipedReleases` configured the
+    // dialog offers the upstream release Wisp was checked against, and there are no notes.
     let released = ok(console
         .list_released_versions(web::ListReleasedVersionsRequest {})
         .await);
-    assert!(released.versions.is_empty(), "{released:?}");
+    assert_eq!(
+        released.versions,
+        vec![wisp_config::UPSTREAM_RELEASE.to_string()]
+    );
     let notes = ok(console
         .list_deprecated_notes(web::ListDeprecatedNotesRequest {
             project_id: QUICKSTART.into(),
@@ -1392,4 +1396,54 @@ async fn scheduled_jobs_on_dynamodb_and_s3_with_populated_data() {
         [("KUBERNETES".to_string(), "ENABLED".to_string(), 3)],
         "{counts:?}"
     );
+}
+
+/// The upgrade dialog's lists come from `pipedReleases`: the versions as configured, and
+/// the notes of every release at or after the project's oldest enabled piped (upstream's
+/// rule), none while no piped has reported a version.
+#[tokio::test]
+async fn released_versions_and_deprecated_notes_come_from_the_config() {
+    let wisp = Wisp::start_with_jobs(
+        "  pipedReleases:\n    versions: [v0.58.0, v0.57.1, v0.56.0]\n    deprecatedNotes:\n      - {version: v0.58.0, notes: \"- drop foo\"}\n      - {version: v0.57.1, notes: \"- rename bar\"}\n      - {version: v0.56.0, notes: \"- old news\"}\n",
+    );
+    let token = wisp.admin_session().await;
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    let released = ok(console
+        .list_released_versions(web::ListReleasedVersionsRequest {})
+        .await);
+    assert_eq!(released.versions, vec!["v0.58.0", "v0.57.1", "v0.56.0"]);
+
+    let old = wisp.add_piped(QUICKSTART, "old");
+    let new = wisp.add_piped(QUICKSTART, "new");
+    assert_eq!(
+        notes(&mut console).await,
+        "",
+        "no piped has reported a version"
+    );
+
+    for (piped, version) in [(&old, "v0.57.0"), (&new, "v0.58.0")] {
+        let mut client = wisp.piped_client(Via::Grpc, piped).await;
+        ok(client
+            .report_piped_meta(ps::ReportPipedMetaRequest {
+                version: version.into(),
+                ..Default::default()
+            })
+            .await);
+    }
+    assert_eq!(
+        notes(&mut console).await,
+        "## v0.58.0\n- drop foo\n## v0.57.1\n- rename bar\n"
+    );
+    // A disabled piped does not hold the notes back.
+    wisp.cli_ok(&["piped", "disable", "--project", QUICKSTART, &old.id]);
+    assert_eq!(notes(&mut console).await, "## v0.58.0\n- drop foo\n");
+}
+
+async fn notes(console: &mut WebClient) -> String {
+    ok(console
+        .list_deprecated_notes(web::ListDeprecatedNotesRequest {
+            project_id: QUICKSTART.into(),
+        })
+        .await)
+    .notes
 }

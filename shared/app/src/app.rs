@@ -99,6 +99,8 @@ impl App {
                 )
             }),
         );
+        let mut stores = stores;
+        stores.audit = stores.audit.with_retention(config.spec.audit.retention());
         App {
             config,
             defaults,
@@ -265,6 +267,15 @@ impl App {
             web = web.with_response_budget(budget);
         }
         web = web.with_sso_policy(self.sso_policy);
+        let releases = &self.config.spec.piped_releases;
+        web = web.with_piped_releases(wisp_services::web::PipedReleases {
+            versions: releases.versions(),
+            deprecated_notes: releases
+                .deprecated_notes
+                .iter()
+                .map(|n| (n.version.clone(), n.notes.clone()))
+                .collect(),
+        });
         if let Some(key) = &self.encryption_key {
             web = web.with_sso_key(*key.aes_key());
         }

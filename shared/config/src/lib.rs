@@ -6,6 +6,7 @@ mod cache;
 mod duration;
 mod error;
 pub mod jobs;
+mod releases;
 mod secret;
 mod spec;
 mod sso;
@@ -19,9 +20,10 @@ pub use cache::{CacheBackend, CacheConfig, CacheType, MemoryCacheConfig, RedisCa
 pub use duration::{DurationParseError, GoDuration, format_go_duration, parse_go_duration};
 pub use error::ConfigError;
 pub use jobs::JobsConfig;
+pub use releases::{DeprecatedNote, PipedReleasesConfig, UPSTREAM_RELEASE};
 pub use secret::{EncryptionKey, SecretString};
 pub use spec::{
-    ControlPlaneSpec, DEFAULT_APPLICATION_INSIGHT_SCHEDULE, DEFAULT_CACHE_TTL,
+    AuditConfig, ControlPlaneSpec, DEFAULT_APPLICATION_INSIGHT_SCHEDULE, DEFAULT_CACHE_TTL,
     DEFAULT_DEPLOYMENT_CHUNK_MAX_COUNT, DEFAULT_DEPLOYMENT_INSIGHT_SCHEDULE,
     InsightApplicationCollector, InsightCollectorConfig, InsightDeploymentCollector, ProjectConfig,
     StaticAdmin,

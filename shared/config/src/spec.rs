@@ -49,6 +49,18 @@ pub struct ControlPlaneSpec {
         skip_serializing_if = "StageLogsConfig::is_default"
     )]
     pub stage_logs: StageLogsConfig,
+    /// The audit log (a Wisp extension): `audit: {retention: 2160h}`.
+    #[serde(
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "AuditConfig::is_default"
+    )]
+    pub audit: AuditConfig,
+    /// The piped releases the console's upgrade dialog offers (a Wisp extension).
+    #[serde(
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "crate::PipedReleasesConfig::is_default"
+    )]
+    pub piped_releases: crate::PipedReleasesConfig,
     /// Debug/quickstart projects that live in the configuration, not in the datastore.
     #[serde(
         deserialize_with = "null_as_default",
@@ -121,6 +133,7 @@ impl ControlPlaneSpec {
         self.datastore.problems(&mut out);
         self.filestore.problems(&mut out);
         self.cache.problems(&mut out);
+        self.piped_releases.problems(&mut out);
         let cap = self.stage_logs.max_bytes_per_stage;
         if cap != 0 && cap < 4096 {
             out.push("stageLogs.maxBytesPerStage: must be at least 4096 bytes (or 0 for the default, 4 MiB)".to_string());
@@ -262,5 +275,30 @@ impl StageLogsConfig {
             n => n,
         };
         usize::try_from(bytes).unwrap_or(usize::MAX)
+    }
+}
+
+/// `audit` (a Wisp extension): how long audit entries are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Unset or zero: 90 days (`2160h`).
+    pub retention: GoDuration,
+}
+
+impl AuditConfig {
+    /// The default retention: 90 days.
+    pub const DEFAULT_RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    pub fn retention(&self) -> Duration {
+        if self.retention.is_zero() {
+            Self::DEFAULT_RETENTION
+        } else {
+            self.retention.as_std()
+        }
     }
 }

@@ -778,6 +778,66 @@ fn stage_log_cap_defaults_and_can_be_set() {
     assert!(err.contains("stageLogs.maxBytesPerStage"), "{err}");
 }
 
+#[test]
+fn audit_retention_defaults_to_90_days_and_can_be_set() {
+    let c = parse(&format!("{ENVELOPE}spec: {{}}\n")).expect("parse");
+    assert_eq!(
+        c.spec.audit.retention(),
+        Duration::from_secs(90 * 24 * 3600)
+    );
+    let c = parse(&format!("{ENVELOPE}spec:\n  audit:\n    retention: 720h\n")).expect("parse");
+    assert_eq!(
+        c.spec.audit.retention(),
+        Duration::from_secs(30 * 24 * 3600)
+    );
+    let again = parse(&c.to_yaml_string().expect("yaml")).expect("reparse");
+    assert_eq!(again.spec, c.spec);
+}
+
+#[test]
+fn piped_releases_default_to_the_checked_upstream_release_and_can_be_set() {
+    let c = parse(&format!("{ENVELOPE}spec: {{}}\n")).expect("parse");
+    assert_eq!(
+        c.spec.piped_releases.versions(),
+        vec![UPSTREAM_RELEASE.to_owned()]
+    );
+    assert!(c.spec.piped_releases.deprecated_notes.is_empty());
+
+    let c = parse(&format!(
+        "{ENVELOPE}spec:\n  pipedReleases:\n    versions: [v0.58.0, v0.57.1]\n    deprecatedNotes:\n      - {{version: v0.58.0, notes: \"- foo is gone\"}}\n"
+    ))
+    .expect("parse");
+    assert_eq!(c.spec.piped_releases.versions(), vec!["v0.58.0", "v0.57.1"]);
+    assert_eq!(
+        c.spec.piped_releases.deprecated_notes,
+        vec![DeprecatedNote {
+            version: "v0.58.0".into(),
+            notes: "- foo is gone".into()
+        }]
+    );
+    // Written back, it loads to the same.
+    let again = parse(&c.to_yaml_string().expect("yaml")).expect("reparse");
+    assert_eq!(again.spec, c.spec);
+
+    // An explicit empty list offers none.
+    let c = parse(&format!(
+        "{ENVELOPE}spec:\n  pipedReleases:\n    versions: []\n"
+    ))
+    .expect("parse");
+    assert!(c.spec.piped_releases.versions().is_empty());
+
+    let err = parse_err(&format!(
+        "{ENVELOPE}spec:\n  pipedReleases:\n    versions: [0.58.0, v1]\n    deprecatedNotes: [{{version: latest, notes: x}}]\n"
+    ))
+    .to_string();
+    assert!(err.contains("pipedReleases.versions[0]"), "{err}");
+    assert!(err.contains("pipedReleases.versions[1]"), "{err}");
+    assert!(
+        err.contains("pipedReleases.deprecatedNotes[0].version"),
+        "{err}"
+    );
+}
+
 /// Configs come from files and secrets an operator may mistype: any text, and the
 /// samples with bytes changed, load (and then write back to the same configuration) or
 /// are refused with an error of the right kind that says where, and an error never

@@ -24,7 +24,7 @@ pub fn record(kind: Kind, data: &[u8]) -> Result<Record, String> {
         Kind::Event => build::<model::Event>(data),
         Kind::DeploymentChain => build::<model::DeploymentChain>(data),
         Kind::DeploymentTrace => build::<model::DeploymentTrace>(data),
-        Kind::PipedStat | Kind::UnregisteredApps => {
+        Kind::PipedStat | Kind::UnregisteredApps | Kind::AuditEvent => {
             Err(format!("{kind} is not kept in upstream's datastore"))
         }
     }

@@ -257,6 +257,24 @@ pub async fn run(job: Job, ctx: &JobContext<'_>) -> Result<JobReport, JobError> 
         },
     };
     wisp_telemetry::record_job_run(job.name(), run);
+    // The audit log holds the runs that changed records or failed, under no project
+    // (a run spans every project); the counts are in the run's log line.
+    let code = match &result {
+        Ok(report) if report.changed > 0 => Some("OK"),
+        Ok(_) => None,
+        Err(_) => Some("ERROR"),
+    };
+    if let Some(code) = code {
+        let entry = wisp_store::audit::AuditEntry::now(
+            "",
+            format!("job:{}", job.name()),
+            format!("job/{}", job.name()),
+            Vec::new(),
+            "local",
+            code,
+        );
+        ctx.stores.audit.record_or_log(&entry).await;
+    }
     match result {
         Ok(mut report) => {
             report.elapsed_ms = elapsed_ms;

@@ -65,6 +65,18 @@ pub struct WebApi {
     response_budget: Option<ResponseBudget>,
     /// What SSO settings may make the control plane reach.
     sso_policy: sso_policy::ProviderPolicy,
+    /// What `ListReleasedVersions`/`ListDeprecatedNotes` answer.
+    releases: PipedReleases,
+}
+
+/// The piped releases the console's upgrade dialog offers, from the configuration's
+/// `pipedReleases` (Deviation: upstream asks GitHub; see `wisp_config::PipedReleasesConfig`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PipedReleases {
+    /// Newest first.
+    pub versions: Vec<String>,
+    /// `(version, notes)`: breaking-change notes per release.
+    pub deprecated_notes: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for WebApi {
@@ -81,7 +93,14 @@ impl WebApi {
             sso_key: None,
             response_budget: None,
             sso_policy: sso_policy::ProviderPolicy::default(),
+            releases: PipedReleases::default(),
         }
+    }
+
+    /// The piped releases the upgrade dialog offers (none unless set).
+    pub fn with_piped_releases(mut self, releases: PipedReleases) -> Self {
+        self.releases = releases;
+        self
     }
 
     /// Shortens the answers that can be shortened (stage logs) to fit `budget`.

@@ -242,7 +242,7 @@ table_tests! {
         datastore_expiry,
         datastore_scan,
     ],
-    arc_cases: [datastore_concurrent_updates],
+    arc_cases: [datastore_concurrent_updates, audit_log],
     tests: {
         /// The whole suite, twice, on the one table (as `wisp serve` would share it).
         async fn suite_twice_on_one_table(t) {

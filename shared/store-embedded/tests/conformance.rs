@@ -72,6 +72,12 @@ cases!(
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn audit_log() {
+    let (_dir, ds) = sqlite();
+    cf::audit_log(ds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn datastore_concurrent_updates() {
     let (_dir, ds) = sqlite();
     cf::datastore_concurrent_updates(ds).await;

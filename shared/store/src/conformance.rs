@@ -150,6 +150,110 @@ pub async fn datastore_suite(ds: Arc<dyn Datastore>) {
     datastore_expiry(&*ds).await;
     datastore_scan(&*ds).await;
     datastore_concurrent_updates(ds.clone()).await;
+    audit_log(ds.clone()).await;
+}
+
+/// The audit log over the backend: entries listed newest first per project, filtered
+/// by time, actor and method, other projects' never seen, and an entry past its
+/// retention gone.
+pub async fn audit_log(ds: Arc<dyn Datastore>) {
+    use crate::audit::{AuditEntry, AuditFilter, AuditStore};
+    let store = AuditStore::new(ds.clone());
+    let project = unique("audit");
+    let other = unique("audit-other");
+    let entry = |project: &str, at_ms: i64, actor: &str, method: &str| AuditEntry {
+        id: unique("audit-entry"),
+        at_ms,
+        project_id: project.to_string(),
+        actor: actor.to_string(),
+        method: method.to_string(),
+        targets: vec!["piped-1".into()],
+        source: "192.0.2.7".into(),
+        code: "OK".into(),
+    };
+    let now_ms = now_unix() * 1000;
+    let first = entry(
+        &project,
+        now_ms - 3000,
+        "user:alice",
+        "WebService/DisablePiped",
+    );
+    let second = entry(
+        &project,
+        now_ms - 2000,
+        "api-key:k1",
+        "APIService/SyncApplication",
+    );
+    let third = entry(
+        &project,
+        now_ms - 1000,
+        "user:alice",
+        "WebService/EnablePiped",
+    );
+    for e in [
+        &first,
+        &second,
+        &third,
+        &entry(&other, now_ms, "user:bob", "WebService/DisablePiped"),
+    ] {
+        store.record(e).await.expect("record");
+    }
+    let all = store
+        .list(&project, &AuditFilter::default())
+        .await
+        .expect("list");
+    assert_eq!(all, vec![third.clone(), second.clone(), first.clone()]);
+    let by = |filter: AuditFilter| {
+        let store = store.clone();
+        let project = project.clone();
+        async move {
+            store
+                .list(&project, &filter)
+                .await
+                .expect("list")
+                .into_iter()
+                .map(|e| e.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        by(AuditFilter {
+            actor: Some("alice".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![third.id.clone(), first.id.clone()]
+    );
+    assert_eq!(
+        by(AuditFilter {
+            method: Some("SyncApplication".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![second.id.clone()]
+    );
+    assert_eq!(
+        by(AuditFilter {
+            since_ms: Some(now_ms - 2000),
+            limit: 1,
+            ..Default::default()
+        })
+        .await,
+        vec![third.id.clone()]
+    );
+    // Past its retention an entry is gone.
+    let short = AuditStore::new(ds).with_retention(std::time::Duration::ZERO);
+    let expired = entry(
+        &project,
+        now_ms - 120_000,
+        "user:carol",
+        "WebService/DeleteApplication",
+    );
+    short.record(&expired).await.expect("record");
+    assert!(
+        !by(AuditFilter::default()).await.contains(&expired.id),
+        "an expired entry was listed"
+    );
 }
 
 pub async fn datastore_get_missing(ds: &dyn Datastore) {

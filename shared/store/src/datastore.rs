@@ -24,10 +24,12 @@ pub enum Kind {
     PipedStat,
     /// Unregistered application configs reported per piped.
     UnregisteredApps,
+    /// The audit log (`crate::audit`): JSON entries that expire after the retention.
+    AuditEvent,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Project,
         Kind::Application,
         Kind::Command,
@@ -39,6 +41,7 @@ impl Kind {
         Kind::DeploymentTrace,
         Kind::PipedStat,
         Kind::UnregisteredApps,
+        Kind::AuditEvent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +57,7 @@ impl Kind {
             Kind::DeploymentTrace => "DeploymentTrace",
             Kind::PipedStat => "PipedStat",
             Kind::UnregisteredApps => "UnregisteredApps",
+            Kind::AuditEvent => "AuditEvent",
         }
     }
 

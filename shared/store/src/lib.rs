@@ -21,6 +21,7 @@ pub mod projects;
 
 // Domain stores built on the traits.
 pub mod analysis;
+pub mod audit;
 pub mod commandoutput;
 pub mod insight;
 pub mod livestate;

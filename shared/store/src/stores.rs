@@ -42,6 +42,8 @@ pub struct Stores {
     pub unregistered_apps: UnregisteredAppStore,
     /// Credentials and sessions revoked, shared by every instance.
     pub revocations: crate::revocations::Revocations,
+    /// Who changed what (kept for the configured retention).
+    pub audit: crate::audit::AuditStore,
 }
 
 impl std::fmt::Debug for Stores {
@@ -75,6 +77,7 @@ impl Stores {
             piped_stats: PipedStatStore::new(datastore.clone(), cache.clone()),
             unregistered_apps: UnregisteredAppStore::new(datastore.clone()),
             revocations: crate::revocations::Revocations::new(filestore.clone()),
+            audit: crate::audit::AuditStore::new(datastore.clone()),
 
             datastore,
             filestore,

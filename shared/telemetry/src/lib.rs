@@ -22,6 +22,7 @@ pub use metrics;
 
 mod error_chain;
 pub use error_chain::{ErrorChain, chain};
+pub mod process;
 
 /// Which labels (and how many metrics) the process records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -673,7 +674,7 @@ mod tests {
     #[test]
     fn docs_name_every_metric() {
         let docs = include_str!("../../../docs/METRICS.md");
-        for name in ALL {
+        for name in ALL.iter().chain(process::ALL) {
             assert!(
                 docs.contains(&format!("`{name}`")),
                 "docs/METRICS.md lacks {name}"
@@ -699,6 +700,10 @@ mod tests {
                 include_str!("../../../infra/terraform/alarms.tf"),
             ),
             ("template.yaml", include_str!("../../../template.yaml")),
+            (
+                "dashboards/alerts/wisp-serve.rules.yml",
+                include_str!("../../../dashboards/alerts/wisp-serve.rules.yml"),
+            ),
         ];
         for (path, text) in sources {
             let mut named = 0;

@@ -114,6 +114,15 @@ struct Usage {
 
 /// The pipeds' metrics as one Prometheus text document.
 pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
+    render_with(&[], pipeds)
+}
+
+/// [`render`] with the process's own unlabelled samples (`process_*`, which upstream
+/// pipeds send too) in the same document: a family both have is written once, with
+/// Wisp's HELP and TYPE, Wisp's sample, then the pipeds' samples of exactly that name
+/// (others, such as a `_bucket` under a counter, are dropped), so that the family's
+/// lines stay together as the format requires.
+pub fn render_with(own: &[crate::process::Sample], pipeds: &[PipedMetrics]) -> (String, Skipped) {
     let mut sorted: Vec<&PipedMetrics> = pipeds.iter().collect();
     sorted.sort_by(|a, b| (&a.project_id, &a.piped_id).cmp(&(&b.project_id, &b.piped_id)));
     let mut order: Vec<String> = Vec::new();
@@ -124,6 +133,9 @@ pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
     let mut written = Usage::default();
     let mut written_per_project: HashMap<&str, Usage> = HashMap::new();
     let mut seen: HashSet<u64> = HashSet::new();
+    for sample in own {
+        family_entry(&mut families, &mut order, sample.name);
+    }
     for piped in sorted {
         let project = piped.project_id.as_str();
         let Ok(text) = std::str::from_utf8(&piped.text) else {
@@ -245,6 +257,19 @@ pub fn render(pipeds: &[PipedMetrics]) -> (String, Skipped) {
         let Some(family) = families.remove(&name) else {
             continue;
         };
+        if let Some(mine) = own.iter().find(|o| o.name == name) {
+            mine.write(&mut out);
+            let exact = format!("{name}{{");
+            for sample in &family.samples {
+                if sample.starts_with(&exact) {
+                    out.push_str(sample);
+                    out.push('\n');
+                } else {
+                    skipped.samples += 1;
+                }
+            }
+            continue;
+        }
         if family.samples.is_empty() {
             continue;
         }
@@ -468,6 +493,52 @@ go_goroutines 42
             failed
                 .iter()
                 .any(|s| s.labels.get("piped_id") == Some("p1"))
+        );
+    }
+
+    /// The pipeds' `process_*` samples join Wisp's own in one family: one HELP and TYPE,
+    /// which a Prometheus parser accepts.
+    #[test]
+    fn own_process_families_merge_with_the_pipeds() {
+        let own = crate::process::ProcessStats {
+            cpu_seconds: Some(1.5),
+            open_fds: Some(12),
+            ..Default::default()
+        }
+        .samples();
+        let text = "\
+# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 7.25
+process_cpu_seconds_total_bucket{le=\"1\"} 1
+# TYPE go_goroutines gauge
+go_goroutines 42
+";
+        let (out, skipped) = render_with(&own, &[piped("p1", text)]);
+        assert_eq!(
+            out.matches("# TYPE process_cpu_seconds_total").count(),
+            1,
+            "{out}"
+        );
+        assert!(out.contains("process_cpu_seconds_total 1.5\n"), "{out}");
+        assert!(
+            out.contains(
+                "process_cpu_seconds_total{project_id=\"quickstart\",piped_id=\"p1\"} 7.25\n"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("process_open_fds 12\n"), "{out}");
+        assert!(!out.contains("_bucket"), "{out}");
+        assert_eq!(skipped.samples, 1);
+        let scrape =
+            prometheus_parse::Scrape::parse(out.lines().map(|l| Ok(l.to_string()))).unwrap();
+        assert_eq!(
+            scrape
+                .samples
+                .iter()
+                .filter(|s| s.metric == "process_cpu_seconds_total")
+                .count(),
+            2
         );
     }
 

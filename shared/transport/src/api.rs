@@ -86,6 +86,7 @@ impl<S: ApiKeyAuthSource + 'static> ApiGrpc<S> {
     /// The service behind its gate, ready to add to a router. The gate decompresses
     /// (`wisp bridge` gzips large requests: an ALB passes at most 1 MB to a Lambda).
     pub fn into_server(self) -> ApiServer<S> {
+        let audit = self.api.stores().audit.clone();
         let admit = Arc::new(ApiAdmit {
             api: self.api.clone(),
             verifier: self.verifier.clone(),
@@ -93,7 +94,7 @@ impl<S: ApiKeyAuthSource + 'static> ApiGrpc<S> {
         let server = ApiServiceServer::new(self)
             .max_decoding_message_size(crate::limits::API.max())
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Gate::new(admit, &crate::limits::API, DecodeBudget::process(), server)
+        Gate::new(admit, &crate::limits::API, DecodeBudget::process(), server).with_audit(audit)
     }
 }
 

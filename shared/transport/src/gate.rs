@@ -266,7 +266,13 @@ pub struct Gate<A, S> {
     limits: &'static Limits,
     budget: DecodeBudget,
     inner: S,
+    /// Where the calls [`crate::audit::audited`] names are recorded.
+    audit: Option<wisp_store::audit::AuditStore>,
 }
+
+/// Put in an admitted request's extensions when its call is audited: the ids it names.
+#[derive(Debug, Clone)]
+struct AuditTargets(Vec<String>);
 
 impl<A, S: Clone> Clone for Gate<A, S> {
     fn clone(&self) -> Self {
@@ -275,6 +281,7 @@ impl<A, S: Clone> Clone for Gate<A, S> {
             limits: self.limits,
             budget: self.budget.clone(),
             inner: self.inner.clone(),
+            audit: self.audit.clone(),
         }
     }
 }
@@ -292,7 +299,14 @@ impl<A, S> Gate<A, S> {
             limits,
             budget,
             inner,
+            audit: None,
         }
+    }
+
+    /// Records the audited calls (see [`crate::audit`]) in `audit`, once answered.
+    pub fn with_audit(mut self, audit: wisp_store::audit::AuditStore) -> Self {
+        self.audit = Some(audit);
+        self
     }
 }
 
@@ -331,6 +345,14 @@ where
             .method(method_of(&req))
             .map_or("unknown", |(name, _)| name);
         let service = service_label(S::NAME);
+        let audit = self
+            .audit
+            .clone()
+            .and_then(|store| crate::audit::audited(service, label).map(|paths| (store, paths)));
+        let source = req
+            .extensions()
+            .get::<ClientAddr>()
+            .map_or_else(|| "unknown".to_string(), |c| c.0.to_string());
         // Every log line of the call carries its service and method; the span ends with
         // its code and time (a subscriber that exports spans, as OpenTelemetry does, sees
         // them whole).
@@ -343,8 +365,23 @@ where
         );
         let call = async move {
             let started = std::time::Instant::now();
-            let response = match pass(&*admit, limits, &budget, req).await {
-                Ok((req, charge)) => {
+            // Who, and what the request named, when the call is audited and admitted.
+            let mut audited: Option<(Principal, Vec<String>)> = None;
+            let response = match pass(
+                &*admit,
+                limits,
+                &budget,
+                req,
+                audit.as_ref().map(|(_, p)| *p),
+            )
+            .await
+            {
+                Ok((mut req, charge)) => {
+                    if let Some(AuditTargets(targets)) =
+                        req.extensions_mut().remove::<AuditTargets>()
+                    {
+                        audited = Some((charge.owner.clone(), targets));
+                    }
                     // The turn among the calls in flight is taken once the body is in:
                     // a caller that stalls its upload holds none.
                     match crate::load::take_turn(&charge.owner).await {
@@ -369,6 +406,17 @@ where
                 span.record("ms", took.as_secs_f64() * 1000.0);
                 tracing::debug!("answered");
                 wisp_telemetry::record_grpc_call(service, label, code, took);
+                if let (Some((store, _)), Some((who, targets))) = (audit, audited) {
+                    let entry = wisp_store::audit::AuditEntry::now(
+                        who.project,
+                        who.id,
+                        format!("{service}/{label}"),
+                        targets,
+                        source,
+                        wisp_telemetry::grpc_code_name(code),
+                    );
+                    store.record_or_log(&entry).await;
+                }
             }
             response
         };
@@ -439,6 +487,7 @@ async fn pass<A: Admit>(
     limits: &Limits,
     budget: &DecodeBudget,
     req: Request<Body>,
+    audit_paths: Option<&'static [&'static [u32]]>,
 ) -> Result<(Request<Body>, Charge), Status> {
     let method = method_of(&req).to_owned();
     let method = method.as_str();
@@ -507,6 +556,11 @@ async fn pass<A: Admit>(
     parts.headers.remove("grpc-encoding");
     parts.headers.remove(http::header::CONTENT_LENGTH);
     parts.extensions.insert(caller);
+    if let Some(paths) = audit_paths {
+        parts
+            .extensions
+            .insert(AuditTargets(crate::audit::targets(message, paths)));
+    }
     Ok((
         Request::from_parts(parts, Body::new(Full::new(framed))),
         charge,
@@ -771,14 +825,14 @@ mod tests {
         };
         let bomb = gzip(&vec![0u8; 64 * 1024 * 1024]);
         assert!(bomb.len() < 128 * 1024, "{}", bomb.len());
-        let err = pass(&Anyone, &ONE, &budget, request(frame(1, &bomb)))
+        let err = pass(&Anyone, &ONE, &budget, request(frame(1, &bomb)), None)
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
         assert!(err.message().contains("at most 1048576 bytes"), "{err:?}");
         // The bomb gave its charge back.
         assert_eq!(budget.units.available_permits(), budget.total_units);
-        let err = pass(&Anyone, &ONE, &budget, request(frame(1, b"not gzip")))
+        let err = pass(&Anyone, &ONE, &budget, request(frame(1, b"not gzip")), None)
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
@@ -788,6 +842,7 @@ mod tests {
             &ONE,
             &budget,
             request(frame(1, &gzip(b"\x0a\x03abc"))),
+            None,
         )
         .await
         .unwrap();
@@ -1132,7 +1187,7 @@ mod fuzz {
                     .body(Body::new(Full::new(Bytes::from(body))))
                     .unwrap();
                 let outcome = rt.block_on(async {
-                    match pass(&Anyone, &LIMITS, &budget, request).await {
+                    match pass(&Anyone, &LIMITS, &budget, request, None).await {
                         Ok((req, charge)) => {
                             let body = req.into_body().collect().await.unwrap().to_bytes();
                             drop(charge);

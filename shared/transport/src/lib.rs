@@ -5,6 +5,7 @@
 
 #[cfg(feature = "api")]
 pub mod api;
+pub mod audit;
 pub mod edge;
 pub mod gate;
 pub mod limits;

@@ -73,6 +73,7 @@ impl<S: PipedKeySource + 'static> PipedGrpc<S> {
     /// The service behind its gate, ready to add to a router. The gate decompresses
     /// (`wisp bridge` gzips large requests: an ALB passes at most 1 MB to a Lambda).
     pub fn into_server(self) -> PipedServer<S> {
+        let audit = self.api.stores().audit.clone();
         let admit = Arc::new(PipedAdmit {
             verifier: self.verifier.clone(),
         });
@@ -85,6 +86,7 @@ impl<S: PipedKeySource + 'static> PipedGrpc<S> {
             DecodeBudget::process(),
             server,
         )
+        .with_audit(audit)
     }
 }
 

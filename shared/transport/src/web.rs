@@ -83,6 +83,7 @@ impl WebGrpc {
 
     /// The service behind its gate, ready to add to a router.
     pub fn into_server(self) -> WebServer {
+        let audit = self.web.stores().audit.clone();
         let admit = Arc::new(WebAdmit {
             web: self.web.clone(),
             signer: self.signer.clone(),
@@ -90,7 +91,7 @@ impl WebGrpc {
         let server = WebServiceServer::new(self)
             .max_decoding_message_size(crate::limits::WEB.max())
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Gate::new(admit, &crate::limits::WEB, DecodeBudget::process(), server)
+        Gate::new(admit, &crate::limits::WEB, DecodeBudget::process(), server).with_audit(audit)
     }
 }
 

@@ -201,23 +201,47 @@ impl WebApi {
     }
 
     /// Deviation: upstream asks GitHub for piped releases; a control plane without
-    /// internet access answers with an empty list rather than an error the console shows
-    /// on every visit to the settings page.
+    /// internet access answers with the configuration's list (`pipedReleases.versions`,
+    /// by default the upstream release Wisp was checked against).
     pub async fn list_released_versions(
         &self,
         _caller: &Authorized,
         _req: ListReleasedVersionsRequest,
     ) -> Result<ListReleasedVersionsResponse, ServiceError> {
-        Ok(ListReleasedVersionsResponse { versions: vec![] })
+        Ok(ListReleasedVersionsResponse {
+            versions: self.releases.versions.clone(),
+        })
     }
 
-    /// Deviation: as [`WebApi::list_released_versions`], no GitHub call; no notes.
+    /// As upstream: the notes of every release at or after the oldest version among
+    /// the caller's project's enabled pipeds, as `## <version>\n<notes>\n` blocks in the
+    /// configured order; empty when no piped reports a valid version.
+    ///
+    /// Deviation: as [`WebApi::list_released_versions`], the notes come from the
+    /// configuration (`pipedReleases.deprecatedNotes`), not GitHub.
     pub async fn list_deprecated_notes(
         &self,
-        _caller: &Authorized,
+        caller: &Authorized,
         _req: ListDeprecatedNotesRequest,
     ) -> Result<ListDeprecatedNotesResponse, ServiceError> {
-        Ok(ListDeprecatedNotesResponse::default())
+        if self.releases.deprecated_notes.is_empty() {
+            return Ok(ListDeprecatedNotesResponse::default());
+        }
+        let pipeds = ops::list_pipeds(&self.stores.pipeds, caller.project_id(), Some(true)).await?;
+        let oldest = pipeds
+            .iter()
+            .filter_map(|p| parse_version(&p.version))
+            .min();
+        let Some(oldest) = oldest else {
+            return Ok(ListDeprecatedNotesResponse::default());
+        };
+        let mut notes = String::new();
+        for (version, text) in &self.releases.deprecated_notes {
+            if parse_version(version).is_some_and(|v| v >= oldest) {
+                notes.push_str(&format!("## {version}\n{text}\n"));
+            }
+        }
+        Ok(ListDeprecatedNotesResponse { notes })
     }
 
     /// Read-modify-write of one of the caller's pipeds.
@@ -248,5 +272,54 @@ impl WebApi {
         cmd: model::Command,
     ) -> Result<model::Command, ServiceError> {
         crate::ops::commands::add_command(&self.stores.commands, cmd).await
+    }
+}
+
+/// `vMAJOR[.MINOR[.PATCH]][-pre][+build]` (Go's `semver.IsValid`), ordered as semver:
+/// a pre-release sorts before its release (pre-release identifiers compared as text).
+fn parse_version(v: &str) -> Option<(u64, u64, u64, bool, String)> {
+    let rest = v.strip_prefix('v')?;
+    let rest = rest.split_once('+').map_or(rest, |(r, _)| r);
+    let (core, pre) = match rest.split_once('-') {
+        Some((core, pre)) if !pre.is_empty() => (core, Some(pre)),
+        Some(_) => return None,
+        None => (rest, None),
+    };
+    let mut nums = core.split('.');
+    let mut next = |required: bool| -> Option<u64> {
+        match nums.next() {
+            Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => n.parse().ok(),
+            Some(_) => None,
+            None if required => None,
+            None => Some(0),
+        }
+    };
+    let (major, minor, patch) = (next(true)?, next(false)?, next(false)?);
+    if nums.next().is_some() {
+        return None;
+    }
+    Some((
+        major,
+        minor,
+        patch,
+        pre.is_none(),
+        pre.unwrap_or_default().to_owned(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_version;
+
+    #[test]
+    fn versions_order_as_semver() {
+        let v = |s| parse_version(s).unwrap_or_else(|| panic!("{s} is valid"));
+        assert!(v("v0.57.1") > v("v0.57.0"));
+        assert!(v("v0.57.0") > v("v0.57.0-rc1"));
+        assert!(v("v0.10.0") > v("v0.9.9"));
+        assert_eq!(v("v1"), v("v1.0.0"));
+        for bad in ["", "0.57.1", "v", "v1.x", "v1.2.3.4", "vfoo", "v1.2.3-"] {
+            assert!(parse_version(bad).is_none(), "{bad}");
+        }
     }
 }

@@ -29,21 +29,14 @@ use clap::{Parser, Subcommand};
 
 use crate::error::CliError;
 
-/// The upstream PipeCD release Wisp's wire contract was checked against
-/// (upstream `pipe-cd/pipecd` at release v0.57.1, commit 7e228592b): the
-/// console `wisp console fetch` and `wisp serve` get by default. A macro so that
-/// `wisp --version` can show it.
-macro_rules! upstream_pipecd_version {
-    () => {
-        "v0.57.1"
-    };
-}
-pub const UPSTREAM_PIPECD_VERSION: &str = upstream_pipecd_version!();
+/// The upstream PipeCD release Wisp's wire contract was checked against: the console
+/// `wisp console fetch` and `wisp serve` get by default (named once, in wisp-config).
+pub const UPSTREAM_PIPECD_VERSION: &str = wisp_config::UPSTREAM_RELEASE;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "wisp",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (PipeCD ", upstream_pipecd_version!(), ")"),
+    version = concat!(env!("CARGO_PKG_VERSION"), " (PipeCD ", wisp_config::upstream_release!(), ")"),
     about = "A serverless PipeCD control plane"
 )]
 pub struct Cli {

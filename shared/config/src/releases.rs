@@ -17,9 +17,20 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The upstream PipeCD release Wisp's wire (RPCs, fields) was checked against, and so
-/// the piped version the upgrade dialog offers when the configuration names none.
-pub const UPSTREAM_RELEASE: &str = "v0.57.1";
+/// The upstream PipeCD release Wisp's wire (RPCs, fields) was checked against (upstream
+/// `pipe-cd/pipecd` v0.57.1, commit 7e228592b), as a literal for `concat!` (`wisp
+/// --version`). The one place it is named.
+#[macro_export]
+macro_rules! upstream_release {
+    () => {
+        "v0.57.1"
+    };
+}
+
+/// [`upstream_release!`]: the piped version the upgrade dialog offers when the
+/// configuration names none, and the console `wisp console fetch` and `wisp serve` get by
+/// default.
+pub const UPSTREAM_RELEASE: &str = upstream_release!();
 
 /// `pipedReleases`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -117,7 +117,7 @@ pub fn init_tracing(
 
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(args) => serve::run(args, cli.otlp_endpoint.as_deref()).await,
         Command::Project(cmd) => project::run(cmd).await,
         Command::Piped(cmd) => piped::run(cmd).await,
         Command::Application(cmd) => application::run(cmd).await,

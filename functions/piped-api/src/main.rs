@@ -9,7 +9,10 @@ use tonic::service::Routes;
 async fn main() -> Result<(), lambda_http::Error> {
     wisp_lambda::telemetry::init();
     let app = wisp_lambda::boot::load("piped-api").await?;
-    let endpoint = std::env::var("WISP_OTLP_ENDPOINT").ok();
+    // Unset or empty (the SAM parameter's default): dropped.
+    let endpoint = std::env::var("WISP_OTLP_ENDPOINT")
+        .ok()
+        .filter(|e| !e.is_empty());
     let relay = wisp_transport::trace::Relay::from_endpoint(endpoint.as_deref())?;
     let service = wisp_lambda::stack::grpc(
         Routes::new(app.piped_grpc().into_server()).add_service(app.trace_grpc(relay)),

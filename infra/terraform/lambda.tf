@@ -53,6 +53,10 @@ resource "aws_lambda_function" "this" {
       each.key == "http" && var.web_prefix != null ? {
         WISP_WEB_PREFIX = var.web_prefix
       } : {},
+      # The pipeds' OTLP spans, relayed by the function that checks their tokens.
+      each.key == "piped-api" && var.otlp_endpoint != null ? {
+        WISP_OTLP_ENDPOINT = var.otlp_endpoint
+      } : {},
       # The functions that save projects' SSO settings (web-api) and call the provider
       # (http) judge its addresses alike.
       contains(["web-api", "http"], each.key) ? {

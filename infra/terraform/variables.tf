@@ -223,6 +223,16 @@ variable "web_prefix" {
   }
 }
 
+variable "otlp_endpoint" {
+  description = "WISP_OTLP_ENDPOINT of the piped-api function: the OTLP/gRPC collector (http:// or https://, usually port 4317) the pipeds' own spans are relayed to, stamped with their project and piped; null drops them (answered OK). The functions must reach it (a VPC without NAT reaches only its endpoints)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.otlp_endpoint == null || can(regex("^https?://[^ ]+$", var.otlp_endpoint))
+    error_message = "otlp_endpoint must be an http:// or https:// URL."
+  }
+}
+
 variable "sso_allow_private_addresses" {
   description = "WISP_SSO_ALLOW_PRIVATE_ADDRESSES of the web-api and http functions: true lets projects' SSO settings (OIDC issuer and endpoints, GitHub Enterprise, proxy) name private, loopback and link-local addresses, as wisp serve --sso-allow-private-addresses; false allows public https addresses only."
   type        = bool

@@ -64,9 +64,10 @@ pub struct BridgeArgs {
 
 /// The control plane's RPC names, for the `method` label of the bridge's metrics.
 fn method_names(service: &str, method: &str) -> Option<&'static str> {
-    use wisp_transport::limits::{API, PIPED, WEB};
+    use wisp_transport::limits::{API, PIPED, TRACE, WEB};
     let limits = match service {
         "PipedService" => &PIPED,
+        "TraceService" => &TRACE,
         "APIService" => &API,
         "WebService" => &WEB,
         _ => return None,

@@ -135,7 +135,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     // The CLI's changes are recorded in the audit log once made (the servers' at their
     // gate, the jobs' by the job runner).
     let change = audit::CliChange::of(&cli.command);
-    let result = dispatch(cli.command).await;
+    let result = dispatch(cli.command, cli.otlp_endpoint.as_deref()).await;
     if let Some(change) = change
         && result.is_ok()
     {
@@ -144,9 +144,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     result
 }
 
-async fn dispatch(command: Command) -> Result<(), CliError> {
+async fn dispatch(command: Command, otlp_endpoint: Option<&str>) -> Result<(), CliError> {
     match command {
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(args) => serve::run(args, otlp_endpoint).await,
         Command::Project(cmd) => project::run(cmd).await,
         Command::Piped(cmd) => piped::run(cmd).await,
         Command::Application(cmd) => application::run(cmd).await,

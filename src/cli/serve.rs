@@ -158,7 +158,8 @@ pub struct ServeArgs {
 /// Where `/metrics` is served when `--admin-addr` is not given.
 const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9085";
 
-pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+/// `otlp_endpoint` (the global `--otlp-endpoint`) is also where the pipeds' spans go.
+pub async fn run(args: ServeArgs, otlp_endpoint: Option<&str>) -> Result<(), CliError> {
     // Without a key, sessions are signed with one kept beside the embedded data, so
     // console logins survive a restart.
     let key = match (&args.encryption_key_file, &args.encryption_key_secret) {
@@ -166,6 +167,9 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         (None, Some(name)) => KeySource::Secret(name.clone()),
         (None, None) => KeySource::DataDir,
     };
+    // The pipeds' spans go where Wisp's own do (`--otlp-endpoint`), or are dropped.
+    let traces = wisp_transport::trace::Relay::from_endpoint(otlp_endpoint)
+        .map_err(|e| CliError::Usage(format!("--otlp-endpoint: {e}")))?;
     if args.request_timeout.is_zero() {
         return Err(CliError::Usage(
             "--request-timeout must be more than 0".into(),
@@ -311,7 +315,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
 
     let routes = Routes::new(app.piped_grpc().into_server())
         .add_service(app.api_grpc().into_server())
-        .add_service(web_grpc.into_server());
+        .add_service(web_grpc.into_server())
+        .add_service(app.trace_grpc(traces));
     let (jobs_stop, jobs_stopped) = tokio::sync::oneshot::channel::<()>();
     let jobs = if args.no_jobs {
         tracing::info!("scheduled jobs off (--no-jobs)");

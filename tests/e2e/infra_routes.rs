@@ -24,6 +24,16 @@ struct Routed {
     transport: &'static str,
     builder: &'static str,
     service: &'static str,
+    /// Services it serves besides, without a legacy alias (the pipeds' OTLP spans): their
+    /// gRPC name and the `App` method that builds them.
+    extra: &'static [(&'static str, &'static str)],
+}
+
+/// OTLP's TraceService (the pipeds' spans), served beside PipedService.
+fn trace_service() -> &'static str {
+    <opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer<
+        (),
+    > as NamedService>::NAME
 }
 
 fn routed() -> Vec<Routed> {
@@ -34,6 +44,10 @@ fn routed() -> Vec<Routed> {
             transport: "PipedGrpc",
             builder: "piped_grpc",
             service: <PipedServiceServer<()> as NamedService>::NAME,
+            extra: &[(
+                "opentelemetry.proto.collector.trace.v1.TraceService",
+                "trace_grpc",
+            )],
         },
         Routed {
             key: "api",
@@ -41,6 +55,7 @@ fn routed() -> Vec<Routed> {
             transport: "ApiGrpc",
             builder: "api_grpc",
             service: <ApiServiceServer<()> as NamedService>::NAME,
+            extra: &[],
         },
         Routed {
             key: "web-api",
@@ -48,6 +63,7 @@ fn routed() -> Vec<Routed> {
             transport: "WebGrpc",
             builder: "web_grpc",
             service: <WebServiceServer<()> as NamedService>::NAME,
+            extra: &[],
         },
     ]
 }
@@ -84,8 +100,17 @@ fn expected_patterns(service: &str) -> BTreeSet<String> {
 fn expected() -> BTreeMap<String, BTreeSet<String>> {
     routed()
         .iter()
-        .map(|r| (r.binary.to_string(), expected_patterns(r.service)))
+        .map(|r| {
+            let mut patterns = expected_patterns(r.service);
+            patterns.extend(r.extra.iter().map(|(service, _)| format!("/{service}/*")));
+            (r.binary.to_string(), patterns)
+        })
         .collect()
+}
+
+#[test]
+fn the_extra_services_are_named_as_their_servers_name_them() {
+    assert_eq!(routed()[0].extra[0].0, trace_service());
 }
 
 #[test]
@@ -107,6 +132,13 @@ fn each_routed_function_serves_its_service() {
             r.builder,
             r.service
         );
+        for (service, builder) in r.extra {
+            assert!(
+                main.contains(&format!(".{builder}(")),
+                "functions/{}/src/main.rs must serve App::{builder} ({service})",
+                r.key
+            );
+        }
         // The builder returns that transport.
         let app = read(&repo().join("shared/app/src/app.rs"));
         let signature = app

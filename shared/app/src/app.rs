@@ -245,6 +245,17 @@ impl App {
         wisp_transport::piped::PipedGrpc::new(api, verifier)
     }
 
+    /// OTLP TraceService for the pipeds' spans, checking their tokens as PipedService
+    /// does (a verifier with the production cache policy and revocation check), relaying
+    /// to `relay`.
+    #[cfg(feature = "trace")]
+    pub fn trace_grpc(
+        &self,
+        relay: wisp_transport::trace::Relay,
+    ) -> wisp_transport::trace::TraceServer<StoreKeySource> {
+        wisp_transport::trace::TraceGrpc::new(relay).into_server(self.piped_verifier())
+    }
+
     /// APIService (what pipectl calls), with its verifier.
     #[cfg(feature = "api")]
     pub fn api_grpc(&self) -> wisp_transport::api::ApiGrpc<StoreKeySource> {

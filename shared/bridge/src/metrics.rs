@@ -6,12 +6,13 @@
 //!
 //! [`Config::method_names`]: crate::Config::method_names
 
-/// Looks up a method of a service (`PipedService`, `APIService`, `WebService`) and
+/// Looks up a method of a service (`PipedService`, `APIService`, `WebService`,
+/// `TraceService`: the pipeds' OTLP spans) and
 /// returns its name from a fixed list; `None` for a method the control plane has not.
 pub type MethodNames = fn(service: &str, method: &str) -> Option<&'static str>;
 
 /// The services whose calls are labelled by name; any other is `unknown`.
-const SERVICES: [&str; 3] = ["PipedService", "APIService", "WebService"];
+const SERVICES: [&str; 4] = ["PipedService", "APIService", "WebService", "TraceService"];
 
 /// Knows no method: every call's method is `unknown` (a bridge library user without
 /// the control plane's lists).

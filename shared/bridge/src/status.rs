@@ -123,6 +123,9 @@ pub fn decode_message(value: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The most an Application Load Balancer passes to a Lambda function (its request body).
+pub const ALB_REQUEST_LIMIT: usize = 1_000_000;
+
 /// What the client of the bridge gets when the control plane answered with plain HTTP
 /// instead of gRPC-web (typically the load balancer itself: its HTML error pages).
 ///
@@ -162,11 +165,21 @@ pub fn from_http_status(
             Code::Unavailable,
             "the load balancer timed out receiving the request; retry".to_string(),
         ),
-        413 => (
+        // Only a request over the load balancer's limit can have been refused by it; a
+        // smaller one was refused behind it (issue 32: a 16 KiB form bound answered a
+        // path the control plane did not serve, and the ALB was blamed).
+        413 if request_bytes > ALB_REQUEST_LIMIT => (
             Code::ResourceExhausted,
             format!(
                 "request too large for the load balancer (1 MB): {request_bytes} bytes were \
                  sent (already gzip-compressed where that helps); send less per call"
+            ),
+        ),
+        413 => (
+            Code::ResourceExhausted,
+            format!(
+                "the control plane refused {request_bytes} bytes as too large (under the load \
+                 balancer's 1 MB, so the bound is the control plane's; its answer may name it)"
             ),
         ),
         429 => (
@@ -310,6 +323,24 @@ mod tests {
         assert!(message.contains("request too large for the load balancer (1 MB)"));
         assert!(message.contains("1500000 bytes"));
         assert!(message.contains("(response: 413 Request Entity Too Large)"));
+        // Under the load balancer's limit, the load balancer is not blamed.
+        let (code, message) = from_http_status(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "https://cp",
+            "/a.B/C",
+            20_000,
+            Some("request body too large"),
+        );
+        assert_eq!(code, Code::ResourceExhausted);
+        assert!(!message.contains("for the load balancer"), "{message}");
+        assert!(
+            message.contains("the control plane refused 20000 bytes"),
+            "{message}"
+        );
+        assert!(
+            message.contains("(response: request body too large)"),
+            "{message}"
+        );
         let (_, message) = from_http_status(StatusCode::NOT_FOUND, "https://cp", "/a.B/C", 0, None);
         assert!(message.contains("the control plane at https://cp does not serve /a.B/C"));
     }

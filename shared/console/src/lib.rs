@@ -259,7 +259,10 @@ impl Console {
 
     /// Whether `path` belongs to the console rather than to a gRPC service.
     pub fn handles(path: &str) -> bool {
-        !(path.starts_with("/grpc.") || path.starts_with("/pipe.api.") || path == "/healthz")
+        !(path.starts_with("/grpc.")
+            || path.starts_with("/pipe.api.")
+            || path.starts_with("/opentelemetry.proto.")
+            || path == "/healthz")
     }
 
     /// Answers one console request, with the security headers every console response

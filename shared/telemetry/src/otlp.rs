@@ -31,6 +31,9 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// How long one export may take before the batch is given up.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The attribute of a call's span that names the deployment its request names.
+pub const DEPLOYMENT_ID: &str = "pipecd.deployment.id";
+
 /// Why the exporter could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpError {
@@ -175,6 +178,13 @@ fn conventions(span: &mut SpanData) {
             let service = text(span, "service").unwrap_or_default();
             let method = text(span, "method").unwrap_or_default();
             let code = text(span, "code");
+            // The deployment a piped's call names, under the key the pipeds' own spans
+            // carry their project and piped under (`wisp_transport::trace`).
+            for kv in &mut span.attributes {
+                if kv.key.as_str() == "deployment_id" {
+                    kv.key = opentelemetry::Key::from_static_str(DEPLOYMENT_ID);
+                }
+            }
             span.name = Cow::Owned(format!("{service}/{method}"));
             span.span_kind = SpanKind::Server;
             span.attributes.extend([
@@ -269,6 +279,22 @@ mod tests {
                 "{code}"
             );
         }
+    }
+
+    #[test]
+    fn a_calls_deployment_is_named_as_opentelemetry_sees_it() {
+        let mut call = span(
+            "rpc",
+            vec![
+                KeyValue::new("service", "PipedService"),
+                KeyValue::new("method", "ReportStageLogs"),
+                KeyValue::new("code", "OK"),
+                KeyValue::new("deployment_id", "d-1"),
+            ],
+        );
+        conventions(&mut call);
+        assert_eq!(text(&call, DEPLOYMENT_ID).as_deref(), Some("d-1"));
+        assert_eq!(attribute(&call, "deployment_id"), None);
     }
 
     #[test]

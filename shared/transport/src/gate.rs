@@ -361,7 +361,9 @@ where
             service,
             method = label,
             code = tracing::field::Empty,
-            ms = tracing::field::Empty
+            ms = tracing::field::Empty,
+            // Set by a handler whose request names a deployment (PipedService's).
+            deployment_id = tracing::field::Empty
         );
         let call = async move {
             let started = std::time::Instant::now();

@@ -15,6 +15,8 @@ pub mod piped;
 pub mod rate;
 pub mod stack;
 pub mod status;
+#[cfg(feature = "trace")]
+pub mod trace;
 #[cfg(feature = "web")]
 pub mod web;
 

@@ -93,7 +93,7 @@ pub fn markdown() -> String {
         project_den = crate::gate::PROJECT_SHARE.1,
         wait = crate::gate::DECODE_BUDGET_WAIT.as_secs(),
     );
-    for limits in [&PIPED, &API, &WEB] {
+    for limits in [&PIPED, &API, &WEB, &TRACE] {
         limits.markdown(&mut out);
     }
     out
@@ -297,6 +297,13 @@ pub static WEB: Limits = Limits {
         ("GetDeploymentChain", SMALL, ""),
         ("ListEvents", SMALL, ""),
     ],
+};
+
+/// OTLP `TraceService` (the pipeds' spans, `crate::trace`): one export batch. An
+/// OpenTelemetry SDK sends at most 512 spans a batch by default, well under this.
+pub static TRACE: Limits = Limits {
+    service: "TraceService (the pipeds' OTLP spans)",
+    methods: &[("Export", BATCH, "a batch of spans")],
 };
 
 #[cfg(test)]

@@ -97,6 +97,11 @@ macro_rules! piped_rpcs {
             $(
                 async fn $method(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
                     let caller: PipedCaller = crate::gate::admitted(&request)?;
+                    if let Some(id) = request.get_ref().deployment_id().filter(|id| !id.is_empty()) {
+                        // On the gate's `rpc` span: one deployment's calls found together,
+                        // and beside the piped's own spans of it.
+                        tracing::Span::current().record("deployment_id", id);
+                    }
                     self.api
                         .$method(&caller, request.into_inner())
                         .await
@@ -145,4 +150,74 @@ piped_rpcs! {
     in_chain_deployment_plannable(InChainDeploymentPlannableRequest) -> InChainDeploymentPlannableResponse;
     get_application_shared_object(GetApplicationSharedObjectRequest) -> GetApplicationSharedObjectResponse;
     put_application_shared_object(PutApplicationSharedObjectRequest) -> PutApplicationSharedObjectResponse;
+}
+
+/// The deployment a request names, if any: recorded on the call's span.
+trait NamesDeployment {
+    fn deployment_id(&self) -> Option<&str> {
+        None
+    }
+}
+
+macro_rules! names_deployment {
+    ($($req:ty => $field:ident,)*) => {
+        $(impl NamesDeployment for $req {
+            fn deployment_id(&self) -> Option<&str> {
+                Some(&self.$field)
+            }
+        })*
+    };
+}
+
+macro_rules! names_no_deployment {
+    ($($req:ty,)*) => {
+        $(impl NamesDeployment for $req {})*
+    };
+}
+
+names_deployment! {
+    GetDeploymentRequest => id,
+    ReportDeploymentPlannedRequest => deployment_id,
+    ReportDeploymentStatusChangedRequest => deployment_id,
+    ReportDeploymentCompletedRequest => deployment_id,
+    SaveDeploymentMetadataRequest => deployment_id,
+    SaveDeploymentSharedMetadataRequest => deployment_id,
+    SaveDeploymentPluginMetadataRequest => deployment_id,
+    SaveStageMetadataRequest => deployment_id,
+    ReportStageLogsRequest => deployment_id,
+    ReportStageLogsFromLastCheckpointRequest => deployment_id,
+    ReportStageStatusChangedRequest => deployment_id,
+    InChainDeploymentPlannableRequest => deployment_id,
+}
+
+impl NamesDeployment for CreateDeploymentRequest {
+    fn deployment_id(&self) -> Option<&str> {
+        self.deployment.as_ref().map(|d| d.id.as_str())
+    }
+}
+
+names_no_deployment! {
+    ReportStatRequest,
+    ReportPipedMetaRequest,
+    ListApplicationsRequest,
+    ReportApplicationSyncStateRequest,
+    ReportApplicationDeployingStatusRequest,
+    ReportApplicationMostRecentDeploymentRequest,
+    GetApplicationMostRecentDeploymentRequest,
+    ListNotCompletedDeploymentsRequest,
+    ListUnhandledCommandsRequest,
+    ReportCommandHandledRequest,
+    ReportApplicationLiveStateRequest,
+    ReportApplicationLiveStateEventsRequest,
+    GetLatestEventRequest,
+    ListEventsRequest,
+    ReportEventStatusesRequest,
+    GetLatestAnalysisResultRequest,
+    PutLatestAnalysisResultRequest,
+    GetDesiredVersionRequest,
+    UpdateApplicationConfigurationsRequest,
+    ReportUnregisteredApplicationConfigurationsRequest,
+    CreateDeploymentChainRequest,
+    GetApplicationSharedObjectRequest,
+    PutApplicationSharedObjectRequest,
 }

@@ -25,10 +25,11 @@ trap 'kill $S $M 2>/dev/null; rm -rf "$D"' EXIT
 "$W" serve $STORES --addr "$ADDR" --no-jobs $SERVE_ARGS > "$OUT/serve.log" 2>&1 &
 S=$!
 sleep 2
-# The server's RSS and CPU time every 5 s (seconds since start, VmRSS KiB, utime+stime
-# clock ticks), to tell memory held per connection from memory of calls queued in the ramp.
+# The server's RSS, CPU time and threads every 5 s (seconds since start, VmRSS KiB,
+# utime+stime clock ticks, threads, open file descriptors ≈ connections), to tell memory
+# held per connection from memory of calls queued in the ramp.
 (T0=$(date +%s); while [ -r /proc/$S/status ]; do
-  echo "$(( $(date +%s) - T0 )) $(awk '/VmRSS/ {print $2}' /proc/$S/status) $(awk '{print $14 + $15}' /proc/$S/stat)"
+  echo "$(( $(date +%s) - T0 )) $(awk '/VmRSS/ {print $2}' /proc/$S/status) $(awk '{print $14 + $15}' /proc/$S/stat) $(awk '/Threads/ {print $2}' /proc/$S/status) $(ls /proc/$S/fd | wc -l)"
   sleep 5; done) > "$OUT/rss.txt" 2>/dev/null &
 M=$!
 "$W" simulate --target "http://$ADDR" --pipeds "$PIPEDS" --apps-per-piped 10 \

@@ -45,6 +45,7 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
     let mut startup = serde_json::Map::new();
     let mut deployment = serde_json::Map::new();
     let mut latency = serde_json::Map::new();
+    let mut settled_latency = serde_json::Map::new();
     let mut errors_by_rpc = serde_json::Map::new();
     for &rpc in Rpc::ALL {
         let t = &outcome.totals[rpc.index()];
@@ -63,6 +64,16 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
                 "max": round3(t.latency_ms(1.0)),
             }),
         );
+        if !t.settled_latency_us.is_empty() {
+            settled_latency.insert(
+                rpc.name().into(),
+                json!({
+                    "p50": round3(t.settled_latency_ms(0.50)),
+                    "p99": round3(t.settled_latency_ms(0.99)),
+                    "max": round3(t.settled_latency_ms(1.0)),
+                }),
+            );
+        }
         if !t.failures.is_empty() {
             errors_by_rpc.insert(rpc.name().into(), failures_json(&t.failures));
         }
@@ -111,6 +122,8 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         "startup_calls": startup,
         "deployment_calls": deployment,
         "latency_ms": latency,
+        // Calls that ended after the first 2 minutes (`stats::SETTLED_AFTER`).
+        "latency_after_2m_ms": settled_latency,
         "deployments": {
             "triggered": outcome.deployments_triggered,
             "completed": outcome.deployments_completed,

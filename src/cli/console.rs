@@ -41,7 +41,7 @@ pub struct FetchArgs {
     /// Wisp is checked against, which `wisp --version` names]
     #[arg(long)]
     pub version: Option<String>,
-    /// Fetch from this image instead (REGISTRY/REPOSITORY[:TAG|@DIGEST]), which holds the
+    /// Fetch from this image instead (`REGISTRY/REPOSITORY[:TAG|@DIGEST]`), which holds the
     /// console under web/static/ as upstream's does; stored under --version, else its tag.
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,

@@ -205,8 +205,9 @@ run "fargate_mode" {
     condition = keys(aws_lb_listener_rule.grpc) == ["api", "piped-api"] && alltrue([for k, r in aws_lb_listener_rule.grpc : r.action[0].target_group_arn == aws_lb_target_group.grpc[0].arn]) && toset(flatten([for r in aws_lb_listener_rule.grpc : [for c in r.condition : try(c.path_pattern[0].values, [])]])) == toset([
       "/grpc.service.pipedservice.PipedService/*", "/pipe.api.service.pipedservice.PipedService/*",
       "/grpc.service.apiservice.APIService/*", "/pipe.api.service.apiservice.APIService/*",
+      "/opentelemetry.proto.collector.trace.v1.TraceService/*",
     ])
-    error_message = "PipedService and APIService (both names) to the gRPC target group"
+    error_message = "PipedService and APIService (both names), and the pipeds' span export, to the gRPC target group"
   }
   assert {
     condition     = alltrue([for r in aws_lb_listener_rule.grpc : anytrue([for c in r.condition : try(c.http_header[0].values, null) == toset(["application/grpc", "application/grpc+proto"])])])

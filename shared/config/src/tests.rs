@@ -911,11 +911,11 @@ mod fuzz {
                     Err(ConfigError::Parse {
                         line: Some(line), ..
                     }) => {
-                        prop_assert!(
-                            line >= 1 && line <= text.lines().count() + 1,
-                            "line {}",
-                            line
-                        );
+                        // YAML breaks lines at a lone CR too (`str::lines` does not), so
+                        // a text with one has more lines than `lines()` counts.
+                        let breaks = text.matches('\n').count() + text.matches('\r').count()
+                            - text.matches("\r\n").count();
+                        prop_assert!(line >= 1 && line <= breaks + 1, "line {}", line);
                         "refused: a parse error saying where"
                     }
                     Err(ConfigError::Parse { line: None, .. }) => "refused: a parse error",

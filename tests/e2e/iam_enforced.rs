@@ -447,23 +447,7 @@ async fn every_scenario(flavour: Flavour, test: &str) {
     revocations(&stack).await;
     migrate(&stack);
     import_pipecd(&stack).await;
-    let IamStack {
-        wisp,
-        derived,
-        recorder,
-        functions_by_key,
-        operator_key,
-    } = stack;
-    let mut setup = setup_on(wisp).await;
-    sync_application_flow(&mut setup).await;
-    registered_events_flow(&mut setup).await;
-    let stack = IamStack {
-        wisp: setup.wisp,
-        derived,
-        recorder,
-        functions_by_key,
-        operator_key,
-    };
+    let stack = pipectl_flows(stack).await;
     stack.assert_no_access_denied("pipectl's calls");
     stack.assert_calls_within_grants();
     let front = stack.wisp.lambda().expect("running as Lambda functions");
@@ -773,23 +757,7 @@ async fn the_fargate_task_with_its_task_role() {
         "the gRPC target group's health check"
     );
 
-    let IamStack {
-        wisp,
-        derived,
-        recorder,
-        functions_by_key,
-        operator_key,
-    } = stack;
-    let mut setup = setup_on(wisp).await;
-    sync_application_flow(&mut setup).await;
-    registered_events_flow(&mut setup).await;
-    let stack = IamStack {
-        wisp: setup.wisp,
-        derived,
-        recorder,
-        functions_by_key,
-        operator_key,
-    };
+    let stack = pipectl_flows(stack).await;
     stack.assert_no_access_denied("pipectl's calls over native gRPC");
 
     // A small fleet (`wisp simulate`: upstream pipeds' cadence and deployments) against the
@@ -827,4 +795,27 @@ async fn the_fargate_task_with_its_task_role() {
         !stack.function_calls().is_empty(),
         "the task made its AWS calls with the task user's keys"
     );
+}
+
+/// pipectl's flows (an application synced, events registered) on the stack's deployment,
+/// with its grants: the flows' set-up takes the `Wisp`, so the stack is taken apart and
+/// put back around them.
+async fn pipectl_flows(stack: IamStack) -> IamStack {
+    let IamStack {
+        wisp,
+        derived,
+        recorder,
+        functions_by_key,
+        operator_key,
+    } = stack;
+    let mut setup = setup_on(wisp).await;
+    sync_application_flow(&mut setup).await;
+    registered_events_flow(&mut setup).await;
+    IamStack {
+        wisp: setup.wisp,
+        derived,
+        recorder,
+        functions_by_key,
+        operator_key,
+    }
 }

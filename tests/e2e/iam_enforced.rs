@@ -704,15 +704,20 @@ fn a_missing_cache_grant_fails_init_with_terraform() {
 fn a_missing_cache_grant_fails_init_with_sam() {
     a_missing_cache_grant_fails_init(Flavour::Sam, "a_missing_cache_grant_fails_init_with_sam");
 }
-/// The Terraform module's Fargate task (`compute = "fargate"`, fargate.tf): `wisp serve`
-/// run with the command and environment of the task definition as `terraform plan` makes
-/// it (scripts/iam-policies terraform-fargate reads them from the plan, with the task
-/// role's policy), holding exactly that policy on the IAM-enforcing moto. The upstream
-/// protocol's checks then pass over native gRPC, straight to the task as the ALB's gRPC
-/// target group sends them: every PipedService and APIService call needs credentials,
-/// a deployment's whole life, large messages, pipectl's flows, a small simulated fleet; the
-/// load balancer's two health checks answer as the target groups expect. No call may be
-/// refused, and every call stays within the grants.
+/// The Terraform module's Fargate task (`compute = "fargate"`, fargate.tf): the container
+/// image (support/image.rs: built, pushed, pulled back by digest, unpacked) run in runc as
+/// the task definition as `terraform plan` makes it says (scripts/iam-policies
+/// terraform-fargate reads it from the plan, with the task role's policy): the image's
+/// entrypoint and the task's command, its environment, user and read-only root
+/// filesystem, holding exactly the task role's policy on the IAM-enforcing moto. Where the
+/// image cannot be built (as tests/e2e/image.rs skips), this build's `wisp serve` runs the
+/// same command and environment, after a note. The upstream protocol's checks then pass
+/// over native gRPC, straight to the task as the ALB's gRPC target group sends them: every
+/// PipedService and APIService call needs credentials, a deployment's whole life, large
+/// messages, pipectl's flows, a small simulated fleet; the task's port agrees with its port
+/// mapping and the target groups', and the load balancer's two health checks, as planned,
+/// answer as the target groups expect. No call may be refused, and every call stays within
+/// the grants.
 #[tokio::test]
 async fn the_fargate_task_with_its_task_role() {
     let Some(stack) = IamStack::start(
@@ -723,7 +728,10 @@ async fn the_fargate_task_with_its_task_role() {
         return;
     };
     assert!(stack.wisp.lambda().is_none(), "served by wisp serve");
-    let task = stack.derived.grants("task");
+    if let Some(image) = &stack.image {
+        eprintln!("the task runs from the image {image}");
+    }
+    let task = stack.derived.grants("task").clone();
     assert_eq!(
         task.env.get("WISP_NO_JOBS").map(String::as_str),
         Some("true")
@@ -734,26 +742,82 @@ async fn the_fargate_task_with_its_task_role() {
     scenarios::large_messages_on(&stack.wisp, Via::Grpc).await;
     stack.assert_no_access_denied("pipeds over native gRPC");
 
-    // The HTTP target group checks /healthz for 200; the gRPC one makes a PipedService
-    // call without credentials and expects grpc-status 16 (fargate.tf).
+    // Where the image listens agrees with what ECS and the load balancer expect: the
+    // task's WISP_ADDR, its one port mapping, both target groups' port (their health
+    // checks on the traffic port), and no container health check (the image has no
+    // shell or HTTP client to run one with).
+    let container = &task.container;
+    let mappings = container["portMappings"].as_array().expect("port mappings");
+    assert_eq!(mappings.len(), 1, "{container}");
+    let port = mappings[0]["containerPort"].as_u64().expect("the port");
+    assert_eq!(mappings[0]["protocol"], "tcp", "{container}");
+    let listen: std::net::SocketAddr = task.env["WISP_ADDR"].parse().expect("WISP_ADDR");
+    assert!(listen.ip().is_unspecified(), "{listen}: every interface");
     assert_eq!(
-        stack.wisp.http_get("/healthz").await.0,
-        http::StatusCode::OK
+        u64::from(listen.port()),
+        port,
+        "WISP_ADDR and the port mapping"
     );
+    assert!(container["healthCheck"].is_null(), "{container}");
+    for group in ["grpc", "web"] {
+        let tg = &task.target_groups[group];
+        assert_eq!(tg["port"].as_u64(), Some(port), "{group}: {tg}");
+        assert_eq!(tg["health_check"]["port"], "traffic-port", "{group}: {tg}");
+    }
+    // `wisp serve` from the image, with the task's environment, listens on WISP_ADDR.
+    let mut help = match &stack.image {
+        Some(_) => {
+            let image = support::image::image("the_fargate_task_with_its_task_role")
+                .expect("the image the task runs");
+            support::image::chroot_wisp(image)
+        }
+        None => support::wisp_command(),
+    };
+    let help = support::image::run(
+        help.env("WISP_ADDR", &task.env["WISP_ADDR"])
+            .args(["serve", "--help"]),
+    );
+    assert!(
+        help.contains(&format!("[env: WISP_ADDR={listen}]")),
+        "{help}"
+    );
+
+    // The load balancer's health checks as planned: the HTTP target group's (HTTP/1.1, a
+    // status) and the gRPC one's (a call whose grpc-status must match).
+    let web = &task.target_groups["web"];
+    assert_eq!(web["protocol_version"], "HTTP1");
+    let (status, _) = stack
+        .wisp
+        .http_get(web["health_check"]["path"].as_str().expect("a path"))
+        .await;
+    assert_eq!(
+        status.as_str(),
+        web["health_check"]["matcher"],
+        "the HTTP target group's health check"
+    );
+    let grpc_group = &task.target_groups["grpc"];
+    assert_eq!(grpc_group["protocol_version"], "GRPC");
+    let path = grpc_group["health_check"]["path"]
+        .as_str()
+        .expect("a path")
+        .to_string();
+    let matcher: i32 = grpc_group["health_check"]["matcher"]
+        .as_str()
+        .expect("a matcher")
+        .parse()
+        .expect("one gRPC code");
     let mut grpc = tonic::client::Grpc::new(stack.wisp.transport(Via::Grpc, None).await);
     grpc.ready().await.expect("ready");
     let health = grpc
         .unary(
             tonic::Request::new(()),
-            http::uri::PathAndQuery::from_static(
-                "/grpc.service.pipedservice.PipedService/ListUnhandledCommands",
-            ),
+            http::uri::PathAndQuery::try_from(path).expect("a gRPC path"),
             tonic_prost::ProstCodec::<(), ()>::default(),
         )
         .await;
     assert_eq!(
         health.map(|_| ()).map_err(|s| s.code()),
-        Err(Code::Unauthenticated),
+        Err(Code::from_i32(matcher)),
         "the gRPC target group's health check"
     );
 
@@ -807,6 +871,7 @@ async fn pipectl_flows(stack: IamStack) -> IamStack {
         recorder,
         functions_by_key,
         operator_key,
+        image,
     } = stack;
     let mut setup = setup_on(wisp).await;
     sync_application_flow(&mut setup).await;
@@ -817,5 +882,6 @@ async fn pipectl_flows(stack: IamStack) -> IamStack {
         recorder,
         functions_by_key,
         operator_key,
+        image,
     }
 }

@@ -118,6 +118,14 @@ pub struct Grants {
     /// function.
     #[serde(default)]
     pub command: Vec<String>,
+    /// The Fargate task's container: `portMappings`, `healthCheck`, `user`,
+    /// `readonlyRootFilesystem` as planned; null for a function.
+    #[serde(default)]
+    pub container: Value,
+    /// The load balancer's target groups for the Fargate task (`grpc`, `web`): `port`,
+    /// `protocol_version`, `health_check`; null for a function.
+    #[serde(default)]
+    pub target_groups: Value,
 }
 
 /// One policy statement, with `Action` and `Resource` as lists.
@@ -650,6 +658,9 @@ pub struct IamStack {
     pub functions_by_key: BTreeMap<String, String>,
     /// The operator's access key id.
     pub operator_key: String,
+    /// The Fargate task's image (`<registry>/<repository>@<digest>`) when the task runs
+    /// from it; `None` for the functions, or when the image could not be built here.
+    pub image: Option<String>,
 }
 
 impl IamStack {
@@ -869,12 +880,33 @@ impl IamStack {
             env.extend(grants.env.iter().map(|(k, v)| (k.into(), mapped(v).into())));
             env.push(("AWS_ACCESS_KEY_ID".into(), id.into()));
             env.push(("AWS_SECRET_ACCESS_KEY".into(), secret.into()));
-            // The task's command after the entrypoint (`wisp`); the server's own flags add
-            // only --data-dir (unused on AWS stores), --admin-addr and --addr
-            // 127.0.0.1:0 (a port of its own beside other tests, where the task has
-            // WISP_ADDR=0.0.0.0:8080); WISP_NO_JOBS comes from the environment.
+            // The task's command after the image's entrypoint; the test adds only
+            // --admin-addr and --addr 127.0.0.1:0 (ports of its own beside other tests,
+            // where the task has WISP_ADDR=0.0.0.0:8080, which the test checks apart);
+            // WISP_NO_JOBS comes from the environment.
             assert_eq!(grants.command, ["serve"], "the task's command");
-            let server = super::Server::start_with_jobs(dir.path(), &[], &env);
+            let (server, image) = match super::image::image(test) {
+                Some(image) => {
+                    env.push(("AWS_EC2_METADATA_DISABLED".into(), "true".into()));
+                    let container = &grants.container;
+                    let task = super::image::Task {
+                        command: &grants.command,
+                        env: &env,
+                        user: container["user"].as_str().expect("the task's user"),
+                        readonly_root: container["readonlyRootFilesystem"] == true,
+                    };
+                    let args = ["--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"];
+                    let server = super::image::serve_task(image, &task, &args, dir.path());
+                    (server, Some(image.reference.clone()))
+                }
+                None => {
+                    eprintln!(
+                        "note: {test}: the task runs this build's wisp, not the image's \
+                         (the image cannot be built here)"
+                    );
+                    (super::Server::start_with_jobs(dir.path(), &[], &env), None)
+                }
+            };
             let wisp = Wisp {
                 aws: Some(backend),
                 server: Some(server),
@@ -886,6 +918,7 @@ impl IamStack {
                 recorder,
                 functions_by_key,
                 operator_key: operator.0,
+                image,
             });
         }
         let mut function_env = FunctionEnv::new();
@@ -930,6 +963,7 @@ impl IamStack {
             recorder,
             functions_by_key,
             operator_key: operator.0,
+            image: None,
         })
     }
 

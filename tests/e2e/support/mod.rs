@@ -11,6 +11,7 @@ pub mod aws;
 pub mod bridge;
 pub mod fixtures;
 pub mod iam;
+pub mod image;
 pub mod in_process;
 pub mod lambda;
 pub mod scenarios;
@@ -78,6 +79,8 @@ pub struct Server {
     /// Where `/metrics` and `/version` are served (`--admin-addr`).
     admin_addr: Option<SocketAddr>,
     log: PathBuf,
+    /// Stops what killing `child` would leave running (a container), on drop.
+    on_drop: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl Server {
@@ -102,14 +105,8 @@ impl Server {
         args: &[OsString],
         env: &[(OsString, OsString)],
     ) -> Server {
-        let log = data_dir.join("serve.log");
-        let stderr = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .expect("open the server log");
-        let mut child = wisp_command()
-            .arg("serve")
+        let mut cmd = wisp_command();
+        cmd.arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
             .args(if args.iter().any(|a| a == "--addr") {
@@ -124,12 +121,29 @@ impl Server {
                 &["--admin-addr", "127.0.0.1:0"][..]
             })
             .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
+            .envs(env.iter().map(|(k, v)| (k, v)));
+        Self::start_command(cmd, data_dir.join("serve.log"), None)
+    }
+
+    /// Spawns `cmd`, a `wisp serve` however it is run (this build's binary, or the
+    /// image's in a container), its log appended to `log`, and waits for its `wisp
+    /// listening on <addr>` line. `on_drop` runs first when the server is dropped.
+    pub fn start_command(
+        mut cmd: Command,
+        log: PathBuf,
+        on_drop: Option<Box<dyn FnOnce() + Send + Sync>>,
+    ) -> Server {
+        let stderr = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("open the server log");
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .expect("spawn wisp serve");
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
 
         // Read stdout on a thread so that a server that never prints cannot hang the test.
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -147,6 +161,7 @@ impl Server {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             admin_addr: None,
             log,
+            on_drop,
         };
         loop {
             match rx.recv_timeout(READY_TIMEOUT) {
@@ -218,6 +233,9 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if let Some(stop) = self.on_drop.take() {
+            stop();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

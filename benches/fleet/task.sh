@@ -7,8 +7,8 @@
 # simulate` against it at each fleet size.
 #   benches/fleet/task.sh [PIPEDS ...]          (default 100 1000 3000)
 # For each size it prints the server's CPU seconds per call served over the measured
-# window (utime+stime from /proc/<pid>/stat ÷ the server's own wisp_grpc_requests_total less
-# wisp_grpc_requests_shed_total, read when the window opens and when it closes) and its resident memory per connected
+# window (utime+stime from /proc/<pid>/stat when the window opens and when it closes ÷ the
+# calls that succeeded in the window's 10 s buckets of the simulator's timeline) and its resident memory per connected
 # piped ((VmRSS at the window's end − VmRSS before the fleet) ÷ pipeds); the load average;
 # and leaves everything in $OUT (default /tmp/wisp-task-bench): the plan's task, the
 # simulator's report per size, the server's log.
@@ -142,15 +142,12 @@ json.dump(spec, open(f"{out}/bundle/config.json", "w"))
 print("task:", " ".join(spec["process"]["args"]), file=sys.stderr)
 PY
 
-# The server's calls, and those it turned away unserved (in flight past --max-in-flight).
-metric() {
-  curl -fsS "http://$ADMIN/metrics" |
-    awk '/^wisp_grpc_requests_total/ {s += $2} /^wisp_grpc_requests_shed_total/ {d += $2} END {printf "%d %d", s, d}'
-}
+# How long the load balancer's health check waits on the task now (seconds).
+healthz() { curl -s -o /dev/null --max-time 30 -w '%{time_total}' "http://$ADDR/healthz" || echo timeout; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
-printf '%-7s %-10s %-12s %-14s %-14s %-10s %s\n' pipeds calls/s "CPU/call" "RSS/piped" "RSS(idle→)" errors "load avg" | tee "$OUT/summary.txt"
+printf '%-7s %-10s %-12s %-14s %-14s %-8s %s\n' pipeds served/s "CPU/call" "RSS/piped" "RSS(idle→)" "not served" "load avg" | tee "$OUT/summary.txt"
 for N in $SIZES; do
   runc --root "$OUT/runc" run --bundle "$OUT/bundle" "$ID" >"$OUT/serve-$N.out" 2>"$OUT/serve-$N.log" &
   until grep -q "wisp listening on" "$OUT/serve-$N.out" 2>/dev/null; do
@@ -170,25 +167,34 @@ for N in $SIZES; do
     sleep 1
   done
   T0=$(($(date +%s) - 10))
-  sleep $((T0 + WINDOW_AFTER - $(date +%s)))
-  C1=$(ticks "$S") M1=$(metric) W1=$(date +%s.%N)
+  until_t() { local left=$(($1 - $(date +%s))); if ((left > 0)); then sleep "$left"; fi; }
+  until_t $((T0 + WINDOW_AFTER))
+  C1=$(ticks "$S") W1=$(date +%s.%N) H1=$(healthz)
   END=$(($(echo "$DURATION" | sed 's/m$/*60/; s/s$//') - 20))
-  sleep $((T0 + END - $(date +%s)))
-  C2=$(ticks "$S") M2=$(metric) W2=$(date +%s.%N) RSS=$(rss "$S")
+  until_t $((T0 + END))
+  C2=$(ticks "$S") W2=$(date +%s.%N) RSS=$(rss "$S") H2=$(healthz)
   LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "$N pipeds: fleet from $T0, window $W1 .. $W2, ticks $C1 → $C2, RSS $IDLE → $RSS KiB, /healthz $H1 s, $H2 s" >>"$OUT/windows.txt"
   wait $SIM || true
-  ERRORS=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["errors"])' "$OUT/report-$N.json" 2>/dev/null || echo "?")
-  "$PY" - "$N" "$C1" "$C2" "$M1" "$M2" "$W1" "$W2" "$TICK" "$IDLE" "$RSS" "$ERRORS" "$LOAD" <<'PY' | tee -a "$OUT/summary.txt"
-import sys
-n, c1, c2 = (int(float(x)) for x in sys.argv[1:4])
-(r1, d1), (r2, d2) = (map(int, m.split()) for m in sys.argv[4:6])
-w1, w2, tick, idle, rss = float(sys.argv[6]), float(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9]), int(sys.argv[10])
-# Per call served: a call turned away costs next to nothing and would flatter the figure.
-calls, shed = r2 - r1 - (d2 - d1), d2 - d1
+  "$PY" - "$OUT/report-$N.json" "$N" "$T0" "$C1" "$C2" "$W1" "$W2" "$TICK" "$IDLE" "$RSS" "$LOAD" "$H1 $H2" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+report = json.load(open(sys.argv[1]))
+n, t0, c1, c2 = (int(x) for x in sys.argv[2:6])
+w1, w2 = float(sys.argv[6]), float(sys.argv[7])
+tick, idle, rss = (int(x) for x in sys.argv[8:11])
+# The fleet's calls and failures per 10 s from its start (the simulator's timeline), over
+# the window's whole buckets. Per call served: a call turned away (UNAVAILABLE past
+# --max-in-flight) or timed out costs the server next to nothing and would flatter it.
+first, last = round((w1 - t0) / 10), round((w2 - t0) / 10)
+window = report["timeline_10s"][first:last]
+calls = sum(c for c, _ in window)
+served = calls - sum(f for _, f in window)
+secs = (last - first) * 10
 cpu = (c2 - c1) / tick
-print(f"{n:<7} {calls / (w2 - w1):<10.0f} {cpu / calls * 1e6:>6.1f} µs    {(rss - idle) / n:>6.1f} KiB    "
-      f"{idle / 1024:.0f}→{rss / 1024:.0f} MiB   {sys.argv[11]:<10} {sys.argv[12]}   "
-      f"({cpu:.1f} CPU-s for {calls} calls served in {w2 - w1:.0f} s, {shed} shed: {cpu / (w2 - w1):.2f} cores)")
+print(f"{n:<7} {served / secs:<10.0f} {cpu / served * 1e6:>6.0f} µs    {(rss - idle) / n:>6.1f} KiB    "
+      f"{idle / 1024:.0f}→{rss / 1024:.0f} MiB   {calls - served:<8} {sys.argv[11]}   "
+      f"({cpu:.1f} CPU-s for {served} calls served of {calls} in {secs} s: {cpu / (w2 - w1):.2f} cores; "
+      f"/healthz {sys.argv[12]} s)")
 PY
   runc --root "$OUT/runc" kill "$ID" TERM >/dev/null 2>&1 || true
   wait || true

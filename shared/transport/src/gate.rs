@@ -615,10 +615,11 @@ async fn inflate(
     Ok(out.freeze())
 }
 
+/// How a refusal for a request's size begins (OTLP/HTTP answers it 413, not 429).
+pub(crate) const TOO_LARGE: &str = "request too large: ";
+
 fn too_large(method: &str, limit: usize) -> Status {
-    Status::resource_exhausted(format!(
-        "request too large: {method} accepts at most {limit} bytes"
-    ))
+    Status::resource_exhausted(format!("{TOO_LARGE}{method} accepts at most {limit} bytes"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

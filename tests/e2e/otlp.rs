@@ -930,3 +930,74 @@ async fn otlp_http_through_the_alb_and_the_piped_api_function() {
     assert_refused(&resp, http::StatusCode::TOO_MANY_REQUESTS);
     assert!(resp.headers.get("retry-after").is_some(), "{resp:?}");
 }
+
+// W3C trace context (issue 32 point 2): a caller's `traceparent` makes Wisp's span for
+// the call a child of the caller's span, in the caller's trace.
+
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test]
+async fn a_callers_traceparent_makes_wisps_span_its_child() {
+    let (received, collector) = collector();
+    let dir = support::empty_data_dir();
+    let (server, piped) = traced_server(dir.path(), collector, 100);
+    let mut client = support::connect(server.addr(), Via::Grpc, Some(&piped.authorization())).await;
+
+    // gRPC metadata.
+    let mut call = tonic::Request::new(ps::ListApplicationsRequest {});
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    call.metadata_mut()
+        .insert("traceparent", traceparent.parse().expect("ASCII"));
+    call.metadata_mut()
+        .insert("tracestate", "vendor=opaque".parse().expect("ASCII"));
+    client
+        .list_applications(call)
+        .await
+        .expect("ListApplications");
+    let span = received.wait_for("PipedService/ListApplications").await;
+    assert_eq!(hex(&span.trace_id), CALLER_TRACE);
+    assert_eq!(hex(&span.parent_span_id), CALLER_SPAN);
+    assert_eq!(span.trace_state, "vendor=opaque");
+
+    // Malformed context is ignored: a new trace, and the call is answered as ever.
+    let mut call = tonic::Request::new(ps::GetDeploymentRequest {
+        id: "dep-malformed".to_owned(),
+    });
+    call.metadata_mut().insert(
+        "traceparent",
+        "00-nothex-alsonothex-01".parse().expect("ASCII"),
+    );
+    let answer = client
+        .get_deployment(call)
+        .await
+        .expect_err("no such deployment");
+    assert_eq!(answer.code(), tonic::Code::NotFound, "{answer:?}");
+    let span = received.wait_for("PipedService/GetDeployment").await;
+    assert_ne!(hex(&span.trace_id), CALLER_TRACE);
+    assert!(span.parent_span_id.is_empty(), "{:?}", span.parent_span_id);
+
+    // HTTP headers: an OTLP/HTTP export's span joins the exporter's trace.
+    let other_trace = "0af7651916cd43dd8448eb211c80319c";
+    let other_span = "b7ad6b7169203331";
+    let bearer = format!("Bearer {},{},{}", piped.project, piped.id, piped.key);
+    let traceparent = format!("00-{other_trace}-{other_span}-01");
+    let resp = post_traces(
+        server.addr(),
+        &[
+            PROTOBUF,
+            ("authorization", &bearer),
+            ("traceparent", &traceparent),
+        ],
+        encoded(&forged_export("traceparent-export", 0)),
+    )
+    .await;
+    assert_eq!(resp.status, http::StatusCode::OK, "{resp:?}");
+    let span = received.wait_for("TraceService/Export").await;
+    assert_eq!(hex(&span.trace_id), other_trace);
+    assert_eq!(hex(&span.parent_span_id), other_span);
+}

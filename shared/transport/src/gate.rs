@@ -365,6 +365,10 @@ where
             // Set by a handler whose request names a deployment (PipedService's).
             deployment_id = tracing::field::Empty
         );
+        // A caller that sends W3C trace context (gRPC metadata, or the HTTP headers of
+        // gRPC-web and OTLP/HTTP) gets this call's span under its own.
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        wisp_telemetry::continue_trace(&span, header("traceparent"), header("tracestate"));
         let call = async move {
             let started = std::time::Instant::now();
             // Who, and what the request named, when the call is audited and admitted.

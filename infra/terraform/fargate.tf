@@ -383,9 +383,13 @@ resource "aws_lb_target_group" "web" {
   tags = local.tags
 }
 
-# PipedService and APIService, native gRPC only (four values per rule: ALB's limit is five).
+# PipedService and APIService, native gRPC only (five values per rule at most: ALB's
+# limit). OTLP/HTTP's /v1/traces is plain HTTP: it goes to the web group like the
+# console, and the task serves it on the same port.
 resource "aws_lb_listener_rule" "grpc" {
-  for_each     = local.fargate ? { for k in ["piped-api", "api"] : k => local.routes[k] } : {}
+  for_each = local.fargate ? {
+    for k in ["piped-api", "api"] : k => [for p in local.routes[k] : p if p != "/v1/traces"]
+  } : {}
   listener_arn = aws_lb_listener.https.arn
   priority     = local.route_priority[each.key]
 

@@ -30,13 +30,14 @@ locals {
   # ALB path patterns per function: each gRPC service under its current name and under
   # upstream's legacy `/pipe.api.service.` alias. The http function is the listener's
   # default action and has no patterns. tests/infra_routes.rs checks these lists against
-  # the services the code serves. The pipeds' OTLP spans (TraceService, no legacy name)
-  # go to the function that checks piped tokens.
+  # the services the code serves. The pipeds' OTLP spans (TraceService, no legacy name,
+  # and OTLP/HTTP's /v1/traces) go to the function that checks piped tokens.
   routes = {
     "piped-api" = [
       "/grpc.service.pipedservice.PipedService/*",
       "/pipe.api.service.pipedservice.PipedService/*",
       "/opentelemetry.proto.collector.trace.v1.TraceService/*",
+      "/v1/traces",
     ]
     "api" = [
       "/grpc.service.apiservice.APIService/*",

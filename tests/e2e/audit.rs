@@ -158,3 +158,84 @@ async fn a_refused_change_is_recorded_with_its_code() {
     assert_eq!(all[0]["code"], "NOT_FOUND");
     assert_eq!(all[0]["targets"], serde_json::json!(["no-such-piped"]));
 }
+
+/// The audit lines a function wrote to its log (CloudWatch's form: one JSON object per
+/// line, target `audit`, the entry's JSON as the message), parsed.
+fn logged_entries(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["target"] == "audit")
+        .filter_map(|line| serde_json::from_str(line["message"].as_str()?).ok())
+        .collect()
+}
+
+/// The serverless path: a pipectl change (an API key, through `wisp bridge` and the ALB
+/// emulator to the api function) and a console change (a session, gRPC-web through the
+/// ALB to the web-api function) are each recorded with who, what and the result on
+/// DynamoDB, written as a JSON line to the function's log, and listed by `wisp audit
+/// list` run as a separate process on the same stores.
+#[tokio::test]
+async fn changes_through_the_alb_and_the_functions_are_recorded_and_logged() {
+    let Some(wisp) =
+        Wisp::start_lambda("changes_through_the_alb_and_the_functions_are_recorded_and_logged")
+    else {
+        return;
+    };
+    let by_pipectl = wisp.add_piped(QUICKSTART, "audited-by-pipectl");
+    let by_console = wisp.add_piped(QUICKSTART, "audited-by-console");
+    let rw = wisp.add_api_key(QUICKSTART, "ci-lambda", "READ_WRITE");
+
+    let mut pipectl = wisp.api_key_client(Via::Bridge, &rw).await;
+    ok(pipectl
+        .disable_piped(api::DisablePipedRequest {
+            piped_id: by_pipectl.id.clone(),
+        })
+        .await);
+
+    let front = wisp.lambda().expect("running as Lambda functions");
+    let (username, password) = front.admin.clone().expect("the static admin");
+    let resp = wisp.login_static(QUICKSTART, &username, &password).await;
+    let cookie = support::web::set_cookie(&resp, "token")
+        .unwrap_or_else(|| panic!("no session cookie: {resp:?}"));
+    let token = support::web::cookie_value(cookie).to_string();
+    let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
+    ok(console
+        .disable_piped(web::DisablePipedRequest {
+            piped_id: by_console.id.clone(),
+        })
+        .await);
+    // A read leaves nothing.
+    ok(console.list_pipeds(web::ListPipedsRequest::default()).await);
+
+    // `wisp audit list --json`, another process on the same DynamoDB table.
+    let all = entries(&wisp, &[]);
+    let find = |method: &str| -> Vec<&serde_json::Value> {
+        all.iter().filter(|e| e["method"] == method).collect()
+    };
+    let api_entry = find("APIService/DisablePiped");
+    assert_eq!(api_entry.len(), 1, "{all:#?}");
+    let api_entry = api_entry[0];
+    assert_eq!(api_entry["actor"], format!("api-key:{}", rw.id));
+    assert_eq!(api_entry["targets"], serde_json::json!([by_pipectl.id]));
+    assert_eq!(api_entry["code"], "OK");
+    let web_entry = find("WebService/DisablePiped");
+    assert_eq!(web_entry.len(), 1, "{all:#?}");
+    let web_entry = web_entry[0];
+    assert_eq!(web_entry["actor"], format!("user:{username}"));
+    assert_eq!(web_entry["targets"], serde_json::json!([by_console.id]));
+    assert_eq!(web_entry["code"], "OK");
+    assert!(find("WebService/ListPipeds").is_empty(), "{all:#?}");
+    let text = serde_json::to_string(&all).expect("JSON");
+    assert!(!text.contains(&rw.key), "{text}");
+
+    // Each function wrote its entry as a structured line, the same entry.
+    for (function, entry) in [("wisp-api", api_entry), ("wisp-web-api", web_entry)] {
+        let log = front.log_text(function);
+        let logged = logged_entries(&log);
+        assert!(
+            logged.iter().any(|l| l == entry),
+            "{function} did not log {entry}:\n{log}"
+        );
+        assert!(!log.contains(&rw.key), "{function} logged the API key");
+    }
+}

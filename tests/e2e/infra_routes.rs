@@ -27,6 +27,8 @@ struct Routed {
     /// Services it serves besides, without a legacy alias (the pipeds' OTLP spans): their
     /// gRPC name and the `App` method that builds them.
     extra: &'static [(&'static str, &'static str)],
+    /// Plain HTTP paths it serves besides, matched exactly (OTLP/HTTP's `/v1/traces`).
+    http_paths: &'static [&'static str],
 }
 
 /// OTLP's TraceService (the pipeds' spans), served beside PipedService.
@@ -48,6 +50,7 @@ fn routed() -> Vec<Routed> {
                 "opentelemetry.proto.collector.trace.v1.TraceService",
                 "trace_grpc",
             )],
+            http_paths: &[wisp_transport::otlp_http::PATH],
         },
         Routed {
             key: "api",
@@ -56,6 +59,7 @@ fn routed() -> Vec<Routed> {
             builder: "api_grpc",
             service: <ApiServiceServer<()> as NamedService>::NAME,
             extra: &[],
+            http_paths: &[],
         },
         Routed {
             key: "web-api",
@@ -64,6 +68,7 @@ fn routed() -> Vec<Routed> {
             builder: "web_grpc",
             service: <WebServiceServer<()> as NamedService>::NAME,
             extra: &[],
+            http_paths: &[],
         },
     ]
 }
@@ -103,6 +108,7 @@ fn expected() -> BTreeMap<String, BTreeSet<String>> {
         .map(|r| {
             let mut patterns = expected_patterns(r.service);
             patterns.extend(r.extra.iter().map(|(service, _)| format!("/{service}/*")));
+            patterns.extend(r.http_paths.iter().map(|path| (*path).to_string()));
             (r.binary.to_string(), patterns)
         })
         .collect()

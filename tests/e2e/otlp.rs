@@ -555,3 +555,449 @@ async fn a_pipeds_spans_reach_the_collector_through_the_alb_and_the_piped_api_fu
     assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
     assert!(!names(&received).iter().any(|n| n == "lambda-wrong-key"));
 }
+
+// OTLP/HTTP (issue 32 point 2): `POST /v1/traces` with a protobuf body, as OpenTelemetry
+// SDKs' HTTP exporters send it, admitted, bounded, rated, stamped and relayed as the
+// gRPC export is.
+
+/// `google.rpc.Status`, the body of OTLP/HTTP's error answers.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+fn encoded(export: &ExportTraceServiceRequest) -> Vec<u8> {
+    prost::Message::encode_to_vec(export)
+}
+
+fn gzipped(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(data).expect("gzip");
+    enc.finish().expect("gzip")
+}
+
+/// `size` bytes of zeros, gzipped (a bomb: about a thousandth of its size).
+fn gzip_bomb(size: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; 1024 * 1024];
+    for _ in 0..size / zeros.len() {
+        enc.write_all(&zeros).expect("gzip");
+    }
+    enc.finish().expect("gzip")
+}
+
+/// `POST /v1/traces` over HTTP/1.1, as the SDKs' exporters send it.
+async fn post_traces(
+    addr: std::net::SocketAddr,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> support::RawResponse {
+    support::http_post_to(addr, "/v1/traces", headers, body).await
+}
+
+/// The same over HTTP/2 (prior knowledge): the server may answer before it has read
+/// the whole body, which HTTP/2 carries cleanly (a stream reset, not a closed
+/// connection under a request still being written).
+async fn post_traces_h2(
+    addr: std::net::SocketAddr,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (http::StatusCode, http::HeaderMap, Vec<u8>) {
+    use http_body_util::BodyExt;
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let mut req = http::Request::builder()
+        .method(http::Method::POST)
+        .uri(format!("http://{addr}/v1/traces"));
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
+        .body(http_body_util::Full::new(tonic::codegen::Bytes::from(body)))
+        .expect("a request");
+    let resp = sender.send_request(req).await.expect("an answer");
+    let (parts, body) = resp.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes().to_vec())
+        .unwrap_or_default();
+    (parts.status, parts.headers, body)
+}
+
+const PROTOBUF: (&str, &str) = ("content-type", "application/x-protobuf");
+
+/// The answer is OTLP/HTTP's error: `status`, a protobuf `google.rpc.Status` body.
+fn assert_refused(resp: &support::RawResponse, status: http::StatusCode) -> RpcStatus {
+    assert_eq!(resp.status, status, "{resp:?}");
+    assert_eq!(
+        resp.headers.get("content-type").map(|v| v.as_bytes()),
+        Some(&b"application/x-protobuf"[..]),
+        "{resp:?}"
+    );
+    prost::Message::decode(&resp.body[..]).expect("a google.rpc.Status body")
+}
+
+/// A piped's spans posted to `addr` as OTLP/HTTP (plain and gzipped) reach the collector
+/// with Wisp's identity attributes; the answer is a protobuf `ExportTraceServiceResponse`.
+async fn http_relayed_with_identity(
+    addr: std::net::SocketAddr,
+    received: &Received,
+    piped: &support::Piped,
+    name: &str,
+) {
+    let bearer = format!("Bearer {},{},{}", piped.project, piped.id, piped.key);
+    let plain = post_traces(
+        addr,
+        &[PROTOBUF, ("authorization", &bearer)],
+        encoded(&forged_export(&format!("{name}-plain"), 0)),
+    )
+    .await;
+    assert_eq!(plain.status, http::StatusCode::OK, "{plain:?}");
+    assert_eq!(
+        plain.headers.get("content-type").map(|v| v.as_bytes()),
+        Some(&b"application/x-protobuf"[..])
+    );
+    let answer: ExportTraceServiceResponse =
+        prost::Message::decode(&plain.body[..]).expect("an ExportTraceServiceResponse");
+    assert_eq!(answer.partial_success, None);
+    let authorization = piped.authorization();
+    let gzip = post_traces(
+        addr,
+        &[
+            PROTOBUF,
+            ("content-encoding", "gzip"),
+            ("authorization", &authorization),
+        ],
+        gzipped(&encoded(&forged_export(&format!("{name}-gzip"), 0))),
+    )
+    .await;
+    assert_eq!(gzip.status, http::StatusCode::OK, "{gzip:?}");
+    for sent in [format!("{name}-plain"), format!("{name}-gzip")] {
+        let (resource, _) = received
+            .spans()
+            .into_iter()
+            .find(|(_, s)| s.name == sent)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{sent} not relayed; the collector has {:?}",
+                    names(received)
+                )
+            });
+        assert_eq!(
+            string(&resource, "pipecd.project.id").as_deref(),
+            Some(QUICKSTART)
+        );
+        assert_eq!(
+            string(&resource, "pipecd.piped.id").as_deref(),
+            Some(piped.id.as_str())
+        );
+        let claimed = |key: &str| resource.iter().filter(|kv| kv.key == key).count();
+        assert_eq!(claimed("pipecd.piped.id"), 1, "the forged value is gone");
+    }
+}
+
+/// The refusals OTLP/HTTP names, each before anything is relayed: 401 without a token or
+/// with a wrong one, 400 for a body that is not the message, 415 for JSON or another
+/// encoding, 405 for another method, 413 for a gzip bomb (refused once the inflated
+/// bytes pass the bound, not inflated whole).
+async fn http_refusals(addr: std::net::SocketAddr, received: &Received, piped: &support::Piped) {
+    let bearer = format!("Bearer {},{},{}", piped.project, piped.id, piped.key);
+    let export = encoded(&forged_export("http-refused", 0));
+    let missing = post_traces(addr, &[PROTOBUF], export.clone()).await;
+    let status = assert_refused(&missing, http::StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        status.code,
+        tonic::Code::Unauthenticated as i32,
+        "{status:?}"
+    );
+    let wrong = piped.authorization_with(QUICKSTART, "not-the-key");
+    let wrong = post_traces(addr, &[PROTOBUF, ("authorization", &wrong)], export.clone()).await;
+    assert_refused(&wrong, http::StatusCode::UNAUTHORIZED);
+
+    let garbage = post_traces(
+        addr,
+        &[PROTOBUF, ("authorization", &bearer)],
+        vec![0xff, 0xff, 0xff, 0xff],
+    )
+    .await;
+    assert_refused(&garbage, http::StatusCode::BAD_REQUEST);
+    let corrupt = post_traces(
+        addr,
+        &[
+            PROTOBUF,
+            ("content-encoding", "gzip"),
+            ("authorization", &bearer),
+        ],
+        b"not gzip at all".to_vec(),
+    )
+    .await;
+    assert_refused(&corrupt, http::StatusCode::BAD_REQUEST);
+
+    let json = post_traces(
+        addr,
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &bearer),
+        ],
+        b"{\"resourceSpans\":[]}".to_vec(),
+    )
+    .await;
+    assert_refused(&json, http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let brotli = post_traces(
+        addr,
+        &[
+            PROTOBUF,
+            ("content-encoding", "br"),
+            ("authorization", &bearer),
+        ],
+        export.clone(),
+    )
+    .await;
+    assert_refused(&brotli, http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (get, _) = support::http_request_to(addr, http::Method::GET, "/v1/traces").await;
+    assert_eq!(get, http::StatusCode::METHOD_NOT_ALLOWED);
+
+    // 64 MiB of zeros in about 64 KiB: refused at the 4 MiB bound.
+    let bomb = gzip_bomb(64 * 1024 * 1024);
+    assert!(bomb.len() < 256 * 1024, "{}", bomb.len());
+    let bombed = post_traces(
+        addr,
+        &[
+            PROTOBUF,
+            ("content-encoding", "gzip"),
+            ("authorization", &bearer),
+        ],
+        bomb,
+    )
+    .await;
+    let status = assert_refused(&bombed, http::StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        status
+            .message
+            .contains("Export accepts at most 4194304 bytes"),
+        "{status:?}"
+    );
+    assert!(
+        !names(received).iter().any(|n| n == "http-refused"),
+        "{:?}",
+        names(received)
+    );
+}
+
+#[tokio::test]
+async fn otlp_http_exports_are_admitted_stamped_and_relayed_on_serve() {
+    let (received, collector) = collector();
+    let dir = support::empty_data_dir();
+    let (server, piped) = traced_server(dir.path(), collector, 100);
+    http_relayed_with_identity(server.addr(), &received, &piped, "serve-http").await;
+
+    let (idle_kib, _) = server.memory_kib();
+    http_refusals(server.addr(), &received, &piped).await;
+    // The bomb was not inflated whole (64 MiB): the peak stayed well under it.
+    let (_, peak_kib) = server.memory_kib();
+    println!("idle {idle_kib} KiB, peak {peak_kib} KiB");
+    assert!(
+        peak_kib < idle_kib + 48 * 1024,
+        "peak {peak_kib} KiB against {idle_kib} KiB idle"
+    );
+
+    // Over the bound uncompressed: refused from its length, before it is all read.
+    let bearer = format!("Bearer {},{},{}", piped.project, piped.id, piped.key);
+    let (status, _, body) = post_traces_h2(
+        server.addr(),
+        &[PROTOBUF, ("authorization", &bearer)],
+        encoded(&forged_export("http-too-big", 5 * 1024 * 1024)),
+    )
+    .await;
+    assert_eq!(status, http::StatusCode::PAYLOAD_TOO_LARGE);
+    let status: RpcStatus = prost::Message::decode(&body[..]).expect("a status");
+    assert!(
+        status.message.contains("at most 4194304 bytes"),
+        "{status:?}"
+    );
+    assert!(!names(&received).iter().any(|n| n == "http-too-big"));
+}
+
+#[tokio::test]
+async fn otlp_http_past_the_pipeds_rate_is_429_with_retry_after() {
+    let (received, collector) = collector();
+    let dir = support::empty_data_dir();
+    let args: Vec<OsString> = vec![
+        "--otlp-endpoint".into(),
+        format!("http://{collector}").into(),
+        "--max-call-rate".into(),
+        "1".into(),
+    ];
+    let server = Server::start_with(dir.path(), &args, &[]);
+    let out = support::run_cli(
+        dir.path(),
+        &[
+            "piped",
+            "add",
+            "--project",
+            QUICKSTART,
+            "--name",
+            "rated",
+            "--json",
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let added: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let bearer = format!(
+        "Bearer {QUICKSTART},{},{}",
+        added["id"].as_str().expect("id"),
+        added["key"].as_str().expect("key")
+    );
+    // A burst of five, then one a second: the calls come faster than that.
+    let mut rated = None;
+    for n in 0..50 {
+        let resp = post_traces(
+            server.addr(),
+            &[PROTOBUF, ("authorization", &bearer)],
+            encoded(&forged_export(&format!("rated-{n}"), 0)),
+        )
+        .await;
+        if resp.status != http::StatusCode::OK {
+            rated = Some((n, resp));
+            break;
+        }
+    }
+    let (n, resp) = rated.expect("refused past the rate");
+    assert!(n >= 1, "the first export is within the burst");
+    let status = assert_refused(&resp, http::StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status.code, tonic::Code::ResourceExhausted as i32);
+    let retry_after = resp
+        .headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(retry_after.is_some_and(|s| s >= 1), "{resp:?}");
+    assert!(!names(&received).iter().any(|s| *s == format!("rated-{n}")));
+}
+
+/// The serverless path: `/v1/traces` through the ALB emulator (the listener rule of
+/// template.yaml and Terraform) to the piped-api function, relayed, and each refusal.
+#[tokio::test]
+async fn otlp_http_through_the_alb_and_the_piped_api_function() {
+    let (received, collector) = collector();
+    let env = support::lambda::FunctionEnv::from([(
+        "wisp-piped-api",
+        vec![
+            (
+                "WISP_OTLP_ENDPOINT".to_string(),
+                Some(format!("http://{collector}")),
+            ),
+            ("WISP_MAX_CALL_RATE".to_string(), Some("2".to_string())),
+        ],
+    )]);
+    let Some(wisp) = support::Wisp::start_lambda_with(
+        "otlp_http_through_the_alb_and_the_piped_api_function",
+        &env,
+    ) else {
+        return;
+    };
+    let piped = wisp.add_piped(QUICKSTART, "traced-http-lambda");
+    http_relayed_with_identity(wisp.addr(), &received, &piped, "lambda-http").await;
+    http_refusals(wisp.addr(), &received, &piped).await;
+    // The function's rate (per instance there), as on serve.
+    let bearer = format!("Bearer {},{},{}", piped.project, piped.id, piped.key);
+    let mut rated = None;
+    for n in 0..50 {
+        let resp = post_traces(
+            wisp.addr(),
+            &[PROTOBUF, ("authorization", &bearer)],
+            encoded(&forged_export(&format!("lambda-rated-{n}"), 0)),
+        )
+        .await;
+        if resp.status != http::StatusCode::OK {
+            rated = Some(resp);
+            break;
+        }
+    }
+    let resp = rated.expect("refused past the rate");
+    assert_refused(&resp, http::StatusCode::TOO_MANY_REQUESTS);
+    assert!(resp.headers.get("retry-after").is_some(), "{resp:?}");
+}
+
+// W3C trace context (issue 32 point 2): a caller's `traceparent` makes Wisp's span for
+// the call a child of the caller's span, in the caller's trace.
+
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test]
+async fn a_callers_traceparent_makes_wisps_span_its_child() {
+    let (received, collector) = collector();
+    let dir = support::empty_data_dir();
+    let (server, piped) = traced_server(dir.path(), collector, 100);
+    let mut client = support::connect(server.addr(), Via::Grpc, Some(&piped.authorization())).await;
+
+    // gRPC metadata.
+    let mut call = tonic::Request::new(ps::ListApplicationsRequest {});
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    call.metadata_mut()
+        .insert("traceparent", traceparent.parse().expect("ASCII"));
+    call.metadata_mut()
+        .insert("tracestate", "vendor=opaque".parse().expect("ASCII"));
+    client
+        .list_applications(call)
+        .await
+        .expect("ListApplications");
+    let span = received.wait_for("PipedService/ListApplications").await;
+    assert_eq!(hex(&span.trace_id), CALLER_TRACE);
+    assert_eq!(hex(&span.parent_span_id), CALLER_SPAN);
+    assert_eq!(span.trace_state, "vendor=opaque");
+
+    // Malformed context is ignored: a new trace, and the call is answered as ever.
+    let mut call = tonic::Request::new(ps::GetDeploymentRequest {
+        id: "dep-malformed".to_owned(),
+    });
+    call.metadata_mut().insert(
+        "traceparent",
+        "00-nothex-alsonothex-01".parse().expect("ASCII"),
+    );
+    let answer = client
+        .get_deployment(call)
+        .await
+        .expect_err("no such deployment");
+    assert_eq!(answer.code(), tonic::Code::NotFound, "{answer:?}");
+    let span = received.wait_for("PipedService/GetDeployment").await;
+    assert_ne!(hex(&span.trace_id), CALLER_TRACE);
+    assert!(span.parent_span_id.is_empty(), "{:?}", span.parent_span_id);
+
+    // HTTP headers: an OTLP/HTTP export's span joins the exporter's trace.
+    let other_trace = "0af7651916cd43dd8448eb211c80319c";
+    let other_span = "b7ad6b7169203331";
+    let bearer = format!("Bearer {},{},{}", piped.project, piped.id, piped.key);
+    let traceparent = format!("00-{other_trace}-{other_span}-01");
+    let resp = post_traces(
+        server.addr(),
+        &[
+            PROTOBUF,
+            ("authorization", &bearer),
+            ("traceparent", &traceparent),
+        ],
+        encoded(&forged_export("traceparent-export", 0)),
+    )
+    .await;
+    assert_eq!(resp.status, http::StatusCode::OK, "{resp:?}");
+    let span = received.wait_for("TraceService/Export").await;
+    assert_eq!(hex(&span.trace_id), other_trace);
+    assert_eq!(hex(&span.parent_span_id), other_span);
+}

@@ -602,6 +602,16 @@ pub struct PipedMetrics {
 #[cfg(feature = "otlp")]
 pub mod otlp;
 
+/// Makes a call's `span` (not yet entered) a child of the caller's span named by W3C
+/// trace context (`traceparent`, `tracestate`), when spans are exported (the `otlp`
+/// feature, `wisp serve`); otherwise, and for malformed context, nothing changes.
+pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>, tracestate: Option<&str>) {
+    #[cfg(feature = "otlp")]
+    otlp::continue_trace(span, traceparent, tracestate);
+    #[cfg(not(feature = "otlp"))]
+    let _ = (span, traceparent, tracestate);
+}
+
 #[cfg(feature = "prometheus")]
 pub mod reexport;
 

@@ -11,6 +11,11 @@
 //! a call: past the queue (2,048 spans by default) spans are dropped, not waited for. The
 //! SDK's standard variables apply: `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
 //! `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` and `OTEL_BSP_*`.
+//!
+//! A call that carries W3C trace context (`traceparent`, `tracestate`: gRPC metadata or
+//! HTTP headers) continues its caller's trace: its span is a child of the caller's
+//! ([`continue_trace`]), and the caller's sampling decision holds (the SDK's default
+//! sampler follows the parent). Malformed context is ignored: the call starts a trace.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -33,6 +38,51 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The attribute of a call's span that names the deployment its request names.
 pub const DEPLOYMENT_ID: &str = "pipecd.deployment.id";
+
+/// Makes `span` (not yet entered) a child of the caller's span that `traceparent` and
+/// `tracestate` (W3C Trace Context) name. Absent or malformed context leaves `span` as it
+/// is (a new trace, or its parent in the process): never an error.
+pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>, tracestate: Option<&str>) {
+    use opentelemetry::propagation::TextMapPropagator;
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let Some(traceparent) = traceparent else {
+        return;
+    };
+    let carrier = Carrier {
+        traceparent,
+        tracestate,
+    };
+    let cx = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+    if cx.span().span_context().is_valid() {
+        // Fails only without the OpenTelemetry layer (no exporter) or for a disabled span.
+        let _ = span.set_parent(cx);
+    }
+}
+
+/// The two headers W3C Trace Context reads.
+struct Carrier<'a> {
+    traceparent: &'a str,
+    tracestate: Option<&'a str>,
+}
+
+impl opentelemetry::propagation::Extractor for Carrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            "traceparent" => Some(self.traceparent),
+            "tracestate" => self.tracestate,
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        let mut keys = vec!["traceparent"];
+        if self.tracestate.is_some() {
+            keys.push("tracestate");
+        }
+        keys
+    }
+}
 
 /// Why the exporter could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,8 @@
 //! The HTTP edge every Wisp endpoint shares (`wisp serve` and the Lambda functions):
-//! `GET /healthz`, and upstream's legacy `/pipe.api.service.<pkg>.<Service>/` prefix
-//! rewritten to `/grpc.service.<pkg>.<Service>/` before routing.
+//! `GET /healthz`, upstream's legacy `/pipe.api.service.<pkg>.<Service>/` prefix
+//! rewritten to `/grpc.service.<pkg>.<Service>/` before routing, and OTLP/HTTP's
+//! `/v1/traces` turned into the gRPC `TraceService/Export` call and its answer back
+//! ([`crate::otlp_http`]).
 
 use std::task::{Context, Poll};
 
@@ -37,11 +39,15 @@ pub fn rewrite_legacy_path(uri: &Uri) -> Option<String> {
     Some(rewritten)
 }
 
+/// Every body is handed on as tonic's (no copy: a tonic body, `wisp serve`'s, is passed
+/// as it is), so that an OTLP/HTTP request can be handed on as a gRPC one.
 impl<S, B> Service<Request<B>> for EdgeService<S>
 where
-    S: Service<Request<B>, Response = Response<tonic::body::Body>>,
+    S: Service<Request<tonic::body::Body>, Response = Response<tonic::body::Body>>,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     type Response = Response<tonic::body::Body>;
     type Error = S::Error;
@@ -53,7 +59,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+    fn call(&mut self, req: Request<B>) -> Self::Future {
         if req.uri().path() == HEALTH_PATH {
             let allowed = req.method() == http::Method::GET || req.method() == http::Method::HEAD;
             let body = if allowed { "ok" } else { "method not allowed" };
@@ -70,6 +76,16 @@ where
                 http::HeaderValue::from_static("text/plain; charset=utf-8"),
             );
             return Box::pin(async move { Ok(resp) });
+        }
+        let mut req = req.map(tonic::body::Body::new);
+        if req.uri().path() == crate::otlp_http::PATH {
+            return match crate::otlp_http::to_grpc(req) {
+                Ok(grpc) => {
+                    let call = self.inner.call(grpc);
+                    Box::pin(async move { Ok(crate::otlp_http::from_grpc(call.await?).await) })
+                }
+                Err(refused) => Box::pin(std::future::ready(Ok(*refused))),
+            };
         }
         if let Some(path) = rewrite_legacy_path(req.uri()) {
             let mut parts = req.uri().clone().into_parts();

@@ -365,6 +365,10 @@ where
             // Set by a handler whose request names a deployment (PipedService's).
             deployment_id = tracing::field::Empty
         );
+        // A caller that sends W3C trace context (gRPC metadata, or the HTTP headers of
+        // gRPC-web and OTLP/HTTP) gets this call's span under its own.
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        wisp_telemetry::continue_trace(&span, header("traceparent"), header("tracestate"));
         let call = async move {
             let started = std::time::Instant::now();
             // Who, and what the request named, when the call is audited and admitted.
@@ -615,10 +619,11 @@ async fn inflate(
     Ok(out.freeze())
 }
 
+/// How a refusal for a request's size begins (OTLP/HTTP answers it 413, not 429).
+pub(crate) const TOO_LARGE: &str = "request too large: ";
+
 fn too_large(method: &str, limit: usize) -> Status {
-    Status::resource_exhausted(format!(
-        "request too large: {method} accepts at most {limit} bytes"
-    ))
+    Status::resource_exhausted(format!("{TOO_LARGE}{method} accepts at most {limit} bytes"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

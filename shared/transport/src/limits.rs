@@ -303,7 +303,11 @@ pub static WEB: Limits = Limits {
 /// OpenTelemetry SDK sends at most 512 spans a batch by default, well under this.
 pub static TRACE: Limits = Limits {
     service: "TraceService (the pipeds' OTLP spans)",
-    methods: &[("Export", BATCH, "a batch of spans")],
+    methods: &[(
+        "Export",
+        BATCH,
+        "a batch of spans (OTLP/gRPC, and OTLP/HTTP `POST /v1/traces`: 413 past it)",
+    )],
 };
 
 #[cfg(test)]

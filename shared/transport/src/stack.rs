@@ -4,7 +4,8 @@
 //! stack them with [`HttpLayers`], so a layer added here is added everywhere, in the same
 //! place. Outermost first:
 //!
-//! 1. [`EdgeLayer`]: `/healthz`, upstream's legacy `/pipe.api.service.*` paths;
+//! 1. [`EdgeLayer`]: `/healthz`, upstream's legacy `/pipe.api.service.*` paths, OTLP/HTTP
+//!    (`/v1/traces`, turned into the gRPC `TraceService/Export` call);
 //! 2. the console (`wisp_console::ConsoleLayer`) where the process serves it: every path
 //!    that is not a gRPC method (it must see plain HTTP/1 requests before gRPC-web does,
 //!    which answers them 400);

@@ -53,6 +53,7 @@ const ROUTES: &[(&str, &[&str])] = &[
             "/grpc.service.pipedservice.PipedService/",
             "/pipe.api.service.pipedservice.PipedService/",
             "/opentelemetry.proto.collector.trace.v1.TraceService/",
+            "/v1/traces",
         ],
     ),
     (

@@ -103,6 +103,20 @@ pub struct SimulateArgs {
     /// times four for the DynamoDB request).
     #[arg(long, default_value_t = wisp_simulate::compute::SERVER_CPU_PER_CALL_US)]
     pub cpu_per_call_us: f64,
+    /// Price `compute = "fargate"` with `enable_redis`: the cache node and its endpoint,
+    /// and the pipeds' stats in the cache instead of DynamoDB.
+    #[arg(long)]
+    pub redis: bool,
+    /// Price `compute = "fargate"` with this `dynamodb_billing_mode`: `provisioned` is
+    /// capacity sized for the run's average load at 70 % utilisation.
+    #[arg(long, value_enum, default_value_t = DynamoDbArg::OnDemand)]
+    pub dynamodb: DynamoDbArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DynamoDbArg {
+    OnDemand,
+    Provisioned,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -310,6 +324,13 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
         &checked.prices,
         wisp_simulate::compute::Settings {
             cpu_per_call_us: args.cpu_per_call_us,
+            levers: wisp_simulate::compute::Levers {
+                redis: args.redis,
+                billing: match args.dynamodb {
+                    DynamoDbArg::OnDemand => wisp_simulate::compute::Billing::OnDemand,
+                    DynamoDbArg::Provisioned => wisp_simulate::compute::Billing::Provisioned,
+                },
+            },
             ..Default::default()
         },
     );
@@ -324,7 +345,10 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
         println!("{value}");
     } else {
         print!("{}", report::text(&outcome, &ctx));
-        print!("{}", wisp_simulate::compute::text(&comparison));
+        print!(
+            "{}",
+            wisp_simulate::compute::text(&comparison, &checked.prices)
+        );
     }
     Ok(())
 }

@@ -55,6 +55,42 @@ impl Cache for FailingCache {
     }
 }
 
+/// A cache every instance shares, as Redis: the stores may keep piped stats in it alone.
+struct Shared<C>(C);
+
+#[async_trait]
+impl<C: Cache> Cache for Shared<C> {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        self.0.put(key, value, ttl).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.0.delete(key).await
+    }
+    async fn hash_set(&self, key: &str, field: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.0.hash_set(key, field, value).await
+    }
+    async fn hash_get(&self, key: &str, field: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.hash_get(key, field).await
+    }
+    async fn hash_get_all(&self, key: &str) -> Result<HashMap<String, Vec<u8>>, StoreError> {
+        self.0.hash_get_all(key).await
+    }
+    async fn hash_delete(&self, key: &str, field: &str) -> Result<(), StoreError> {
+        self.0.hash_delete(key, field).await
+    }
+    fn shared(&self) -> bool {
+        true
+    }
+}
+
 type Env = wisp_testkit::TempStores;
 
 fn env_with(cache: Arc<dyn Cache>) -> Env {
@@ -850,6 +886,50 @@ async fn piped_stat_stale_cache_does_not_hide_a_fresh_report() {
     let value: serde_json::Value = serde_json::from_slice(&raw).expect("json");
     assert_eq!(value["timestamp"], serde_json::json!(now));
     assert_eq!(value["metrics"], serde_json::json!("bQ=="));
+}
+
+/// With a shared cache (Redis) a report goes to the cache alone, as upstream keeps it:
+/// no datastore read or write per heartbeat. The stat reads back, an older report still
+/// does not move it back, and a report the cache refuses lands in the datastore.
+#[tokio::test]
+async fn piped_stat_lives_in_a_shared_cache_alone() {
+    let env = env_with(Arc::new(Shared(MemoryCache::default())));
+    let ps = &env.stores.piped_stats;
+    let now = now_unix();
+    ps.put("proj", "p1", b"m1".to_vec(), now)
+        .await
+        .expect("put");
+    let stat = ps.get("p1").await.expect("get").expect("stat");
+    assert_eq!((stat.metrics.as_slice(), stat.timestamp), (&b"m1"[..], now));
+    assert!(is_online(&stat, now));
+    assert!(matches!(
+        env.stores
+            .datastore
+            .get(wisp_store::Kind::PipedStat, "p1")
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    ps.put("proj", "p1", b"old".to_vec(), now - 500)
+        .await
+        .expect("put");
+    let stat = ps.get("p1").await.expect("get").expect("stat");
+    assert_eq!((stat.metrics.as_slice(), stat.timestamp), (&b"m1"[..], now));
+
+    // Redis down: the report is kept in the datastore, and reads back from it.
+    let env = env_with(Arc::new(Shared(FailingCache)));
+    let ps = &env.stores.piped_stats;
+    ps.put("proj", "p2", b"m2".to_vec(), now)
+        .await
+        .expect("put");
+    let record = env
+        .stores
+        .datastore
+        .get(wisp_store::Kind::PipedStat, "p2")
+        .await
+        .expect("stored in the datastore");
+    assert_eq!(record.project_id, "proj");
+    let stat = ps.get("p2").await.expect("get").expect("stat");
+    assert_eq!((stat.metrics.as_slice(), stat.timestamp), (&b"m2"[..], now));
 }
 
 // ---------------------------------------------------------------- unregistered apps

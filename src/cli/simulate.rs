@@ -107,6 +107,10 @@ pub struct SimulateArgs {
     /// and the pipeds' stats in the cache instead of DynamoDB.
     #[arg(long)]
     pub redis: bool,
+    /// Price `compute = "fargate"` with the polls answered from each task's memory
+    /// (`wisp_store::polls`; it needs Redis, which it implies).
+    #[arg(long)]
+    pub poll_answers: bool,
     /// Price `compute = "fargate"` with this `dynamodb_billing_mode`: `provisioned` is
     /// capacity sized for the run's average load at 70 % utilisation.
     #[arg(long, value_enum, default_value_t = DynamoDbArg::OnDemand)]
@@ -326,6 +330,7 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
             cpu_per_call_us: args.cpu_per_call_us,
             levers: wisp_simulate::compute::Levers {
                 redis: args.redis,
+                polls: args.poll_answers,
                 billing: match args.dynamodb {
                     DynamoDbArg::OnDemand => wisp_simulate::compute::Billing::OnDemand,
                     DynamoDbArg::Provisioned => wisp_simulate::compute::Billing::Provisioned,

@@ -243,9 +243,7 @@ fn run_and_check(web: bool) {
         "{:#}",
         sizes[4]
     );
-    assert!(
-        f(&sizes[4]["upstream_resized"]["total"]) > f(&sizes[0]["upstream_resized"]["total"])
-    );
+    assert!(f(&sizes[4]["upstream_resized"]["total"]) > f(&sizes[0]["upstream_resized"]["total"]));
     let by_rpc = compute["dynamodb_by_rpc"].as_array().expect("by rpc");
     assert!(
         by_rpc.iter().any(|r| r["rpc"] == "ListUnhandledCommands"

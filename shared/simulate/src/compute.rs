@@ -85,6 +85,10 @@ pub const PROVISIONED_TARGET: f64 = 0.7;
 /// alike (the module's `dynamodb_capacity.min_read` and `min_write`).
 pub const PROVISIONED_MIN_UNITS: f64 = 1.0;
 
+/// How long a `wisp serve` task answers a poll from memory at most
+/// (`wisp_store::polls::MAX_AGE`): past it the range is read again even if unchanged.
+pub const POLL_ANSWER_MAX_AGE_SECS: f64 = 300.0;
+
 /// The table and its three GSIs: each is provisioned (and has a floor) on its own.
 const PROVISIONED_RESOURCES: f64 = 4.0;
 
@@ -192,19 +196,33 @@ pub struct Levers {
     /// `enable_redis`: the pipeds' stats live in the cache alone (ReportStat reads and
     /// writes no DynamoDB item; shared/store/src/pipedstat.rs).
     pub redis: bool,
+    /// Poll answers from the task's memory (`wisp_store::polls`; needs `redis` for the
+    /// change tokens): a piped's commands, open deployments and applications are read
+    /// from DynamoDB once per change or per [`POLL_ANSWER_MAX_AGE_SECS`].
+    pub polls: bool,
     pub billing: Billing,
 }
 
 impl Levers {
     pub const NONE: Levers = Levers {
         redis: false,
+        polls: false,
         billing: Billing::OnDemand,
     };
 
     pub fn describe(self) -> String {
         format!(
-            "{}DynamoDB {}",
-            if self.redis { "Redis, " } else { "" },
+            "{}{}DynamoDB {}",
+            if self.redis || self.polls {
+                "Redis, "
+            } else {
+                ""
+            },
+            if self.polls {
+                "polls from memory, "
+            } else {
+                ""
+            },
             self.billing.name()
         )
     }
@@ -277,6 +295,10 @@ pub struct PerPiped {
     pub stat_calls: f64,
     pub stat_rru: f64,
     pub stat_wru: f64,
+    /// Of the read units, those the polls' answers from memory take off: each polled
+    /// range is read once per [`POLL_ANSWER_MAX_AGE_SECS`] instead of once per poll (the
+    /// reads after a change are the run's writes' business, left out).
+    pub poll_rru_saved: f64,
     pub s3_get: f64,
     pub s3_put: f64,
     /// Protobuf message bytes, without any HTTP around them.
@@ -295,8 +317,24 @@ impl PerPiped {
             .get(Rpc::ReportStat.name())
             .copied()
             .unwrap_or_default();
+        let poll_rru_saved: f64 = [
+            (Rpc::ListUnhandledCommands, crate::rpc::COMMAND_POLL),
+            (
+                Rpc::ListNotCompletedDeployments,
+                crate::rpc::DEPLOYMENT_POLL,
+            ),
+            (Rpc::ListApplications, crate::rpc::APPLICATION_POLL),
+        ]
+        .iter()
+        .filter_map(|(rpc, period)| {
+            let month = p.by_rpc.get(rpc.name())?;
+            let kept = (period.as_secs_f64() / POLL_ANSWER_MAX_AGE_SECS).min(1.0);
+            Some(month.units.rru * (1.0 - kept))
+        })
+        .sum();
         PerPiped {
             requests: p.month_requests / n,
+            poll_rru_saved: poll_rru_saved / n,
             rru: (p.month_rru - checks).max(0.0) / n,
             wru: p.month_wru / n,
             stat_calls: stat.calls / n,
@@ -361,6 +399,8 @@ pub struct FleetRow {
     pub fargate_redis: ModeMonth,
     pub fargate_provisioned: ModeMonth,
     pub fargate_redis_provisioned: ModeMonth,
+    /// Redis, poll answers from memory and provisioned capacity.
+    pub fargate_all: ModeMonth,
     /// With the run's [`Settings::levers`].
     pub fargate_chosen: ModeMonth,
     pub fargate_tasks: TaskPlan,
@@ -469,9 +509,13 @@ pub fn fleet_row(
     let fargate_with = |levers: Levers| {
         let mut rru = (per.rru + checks_per_instance * tasks) * n;
         let mut wru = per.wru * n;
-        if levers.redis {
+        let redis = levers.redis || levers.polls;
+        if redis {
             rru = (rru - per.stat_rru * n).max(0.0);
             wru = (wru - per.stat_wru * n).max(0.0);
+        }
+        if levers.polls {
+            rru = (rru - per.poll_rru_saved * n).max(0.0);
         }
         let dynamodb = match levers.billing {
             Billing::OnDemand => {
@@ -480,7 +524,7 @@ pub fn fleet_row(
             }
             Billing::Provisioned => provisioned_usd(rru, wru, compute),
         };
-        let cache = if levers.redis {
+        let cache = if redis {
             MONTH_HOURS * (compute.redis_node_hour + 2.0 * compute.vpc_endpoint_az_hour)
         } else {
             0.0
@@ -503,7 +547,13 @@ pub fn fleet_row(
             total: compute_usd + fixed_network + alb_lcus + dynamodb + s3 + secrets + cache,
         }
     };
-    let both = |redis: bool, billing: Billing| fargate_with(Levers { redis, billing });
+    let both = |redis: bool, billing: Billing| {
+        fargate_with(Levers {
+            redis,
+            polls: false,
+            billing,
+        })
+    };
     FleetRow {
         pipeds,
         lambda,
@@ -511,6 +561,11 @@ pub fn fleet_row(
         fargate_redis: both(true, Billing::OnDemand),
         fargate_provisioned: both(false, Billing::Provisioned),
         fargate_redis_provisioned: both(true, Billing::Provisioned),
+        fargate_all: fargate_with(Levers {
+            redis: true,
+            polls: true,
+            billing: Billing::Provisioned,
+        }),
         fargate_chosen: fargate_with(settings.levers),
         fargate_tasks: plan,
         upstream_ecs_spot: UPSTREAM_ECS_SPOT_USD,
@@ -727,8 +782,8 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:<44}  {:>9}  {:>9}  {:>8}  {:>8}  {:>9}  {}",
-        "RPC", "calls", "RRU", "WRU", "× 1,000", "× 10,000", "requests"
+        "  {:<44}  {:>9}  {:>9}  {:>8}  {:>8}  {:>9}  requests",
+        "RPC", "calls", "RRU", "WRU", "× 1,000", "× 10,000"
     );
     for r in &c.dynamodb_by_rpc {
         let one = usd(r.rru, r.wru);
@@ -772,13 +827,14 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:>7}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:<22}  {:>8}  {:>8}  {:>12}  {:>12}",
+        "  {:>7}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:<22}  {:>8}  {:>8}  {:>12}  {:>12}",
         "pipeds",
         "lambda",
         "fargate",
         "+redis",
         "+prov.",
         "+both",
+        "+all",
         "fargate tasks",
         "up Spot",
         "up OD",
@@ -789,13 +845,14 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
         let t = &r.fargate_tasks;
         let _ = writeln!(
             out,
-            "  {:>7}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:<22}  {:>8.1}  {:>8.1}  {:>12.2}  {:>12.2}",
+            "  {:>7}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:<22}  {:>8.1}  {:>8.1}  {:>12.2}  {:>12.2}",
             r.pipeds,
             r.lambda.total,
             r.fargate.total,
             r.fargate_redis.total,
             r.fargate_provisioned.total,
             r.fargate_redis_provisioned.total,
+            r.fargate_all.total,
             format!("{} × {} vCPU/{} GB", t.tasks, t.vcpu, t.memory_gb),
             r.upstream_ecs_spot,
             r.upstream_ecs_on_demand,
@@ -805,7 +862,7 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
     }
     let _ = writeln!(
         out,
-        "  (fargate: on-demand DynamoDB, no Redis; +redis: enable_redis, stats in the cache; +prov.: dynamodb_billing_mode = PROVISIONED at {:.0} %;\n   up Spot / up OD: upstream's ECS demo as coded, flat; up resized: its server tasks and RDS sized for the load, Spot, Single-AZ;\n   up prod.: the same on-demand, two server tasks at least, RDS Multi-AZ; server CPU per call {} µs, MySQL {} µs per query; docs/COSTS.md)",
+        "  (fargate: on-demand DynamoDB, no Redis; +redis: enable_redis, stats in the cache; +prov.: dynamodb_billing_mode = PROVISIONED at {:.0} %; +all: both and poll answers from memory;\n   up Spot / up OD: upstream's ECS demo as coded, flat; up resized: its server tasks and RDS sized for the load, Spot, Single-AZ;\n   up prod.: the same on-demand, two server tasks at least, RDS Multi-AZ; server CPU per call {} µs, MySQL {} µs per query; docs/COSTS.md)",
         PROVISIONED_TARGET * 100.0,
         c.cpu_per_call_us,
         UPSTREAM_RDS_CPU_PER_QUERY_US,
@@ -834,6 +891,8 @@ mod tests {
             stat_calls: 43_200.0,
             stat_rru: 43_200.0,
             stat_wru: 86_400.0,
+            // 259,200 × (1 − 5/300) + 129,600 × (1 − 10/300) + 86,400 × (1 − 60/300).
+            poll_rru_saved: 449_280.0,
             s3_get: 0.0,
             s3_put: 0.0,
             message_bytes: 907_200.0 * 100.0,
@@ -916,6 +975,7 @@ mod tests {
             Settings {
                 levers: Levers {
                     redis: true,
+                    polls: false,
                     billing: Billing::Provisioned,
                 },
                 ..Settings::default()
@@ -930,7 +990,10 @@ mod tests {
         let cp = ComputePrices::default();
         let small = fleet_row(&per(), 1, &prices, &cp, Settings::default());
         let u = small.upstream_resized;
-        assert_eq!((u.server_tasks, u.rds_class, u.spot), (1, "db.t3.micro", true));
+        assert_eq!(
+            (u.server_tasks, u.rds_class, u.spot),
+            (1, "db.t3.micro", true)
+        );
         // As coded, at 720 hours instead of 730.
         assert!((u.total - 99.05).abs() < 0.01, "{u:?}");
         let p = small.upstream_resized_production;
@@ -975,6 +1038,8 @@ mod docs {
             stat_calls: 43_200.0,
             stat_rru: 43_200.0,
             stat_wru: 86_400.0,
+            // 259,200 × (1 − 5/300) + 129,600 × (1 − 10/300) + 86,400 × (1 − 60/300).
+            poll_rru_saved: 449_280.0,
             s3_get: 0.0,
             s3_put: 0.0,
             message_bytes: 907_200.0 * 100.0,
@@ -991,13 +1056,14 @@ mod docs {
                 Settings::default(),
             );
             let row = format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 dollars(n as f64).trim_end_matches(".00"),
                 dollars(r.lambda.total),
                 dollars(r.fargate.total),
                 dollars(r.fargate_redis.total),
                 dollars(r.fargate_provisioned.total),
                 dollars(r.fargate_redis_provisioned.total),
+                dollars(r.fargate_all.total),
                 r.upstream_ecs_spot,
                 r.upstream_ecs_on_demand,
                 dollars(r.upstream_resized.total),

@@ -1020,3 +1020,93 @@ async fn unregistered_apps_concurrent_reports() {
         10
     );
 }
+
+// ---------------------------------------------------------------- poll answers
+
+fn unhandled(id: &str, piped: &str) -> wisp_proto::model::Command {
+    wisp_proto::model::Command {
+        id: id.into(),
+        project_id: "proj".into(),
+        piped_id: piped.into(),
+        application_id: "app-1".into(),
+        commander: "alice".into(),
+        r#type: wisp_proto::model::command::Type::SyncApplication as i32,
+        status: wisp_proto::model::CommandStatus::CommandNotHandledYet as i32,
+        ..Default::default()
+    }
+}
+
+/// Two instances (two `Stores` on one datastore and one shared cache): a piped's poll on
+/// the first is answered from its memory while nothing changed, and a command created or
+/// handled through the second reaches it at the next poll.
+#[tokio::test]
+async fn poll_answers_follow_writes_of_another_instance() {
+    use wisp_store::entities::{pk, slot};
+    use wisp_store::polls::PollAnswers;
+
+    let cache: Arc<dyn Cache> = Arc::new(Shared(MemoryCache::default()));
+    let env = env_with(cache.clone());
+    let settle =
+        |stores: Stores| stores.with_poll_answers(PollAnswers::new(cache.clone(), Duration::ZERO));
+    let a = settle(env.stores.clone());
+    let b = settle(Stores::new(
+        env.stores.datastore.clone(),
+        env.stores.filestore.clone(),
+        cache.clone(),
+    ));
+    let range = || pk::project_piped("proj", "p1");
+    let poll = |stores: &Stores| {
+        let stores = stores.clone();
+        async move {
+            let mut ids: Vec<String> = stores
+                .commands
+                .list_polled(slot::COMMAND_UNHANDLED_BY_PIPED, range())
+                .await
+                .expect("poll")
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert!(poll(&a).await.is_empty());
+
+    // Created through the other instance: seen at the next poll.
+    b.commands
+        .create(unhandled("c1", "p1"))
+        .await
+        .expect("create");
+    assert_eq!(poll(&a).await, vec!["c1"]);
+
+    // Unchanged range: the answer comes from memory. A record written behind the stores'
+    // back (no token renewed) proves it: the poll does not see it.
+    let sneaked = wisp_store::collection::record_of(&unhandled("c2", "p1"), 1);
+    env.stores
+        .datastore
+        .create(wisp_store::Kind::Command, sneaked)
+        .await
+        .expect("raw create");
+    assert_eq!(poll(&a).await, vec!["c1"]);
+
+    // Handled through the other instance: gone at the next poll (and c2 shows up, since
+    // the range was read again).
+    b.commands
+        .update("proj", "c1", |c| {
+            c.status = wisp_proto::model::CommandStatus::CommandSucceeded as i32;
+            Ok(())
+        })
+        .await
+        .expect("handled");
+    assert_eq!(poll(&a).await, vec!["c2"]);
+
+    // Another piped's range is another token: its writes leave p1's answer alone.
+    b.commands
+        .create(unhandled("c3", "p2"))
+        .await
+        .expect("create");
+    assert_eq!(poll(&a).await, vec!["c2"]);
+
+    // Without a shared cache nothing is kept: every poll reads the datastore.
+    assert!(PollAnswers::new(Arc::new(MemoryCache::default()), Duration::ZERO).is_none());
+}

@@ -99,8 +99,8 @@ pub struct SimulateArgs {
     #[arg(long, value_enum, default_value_t = ComputeArg::Lambda)]
     pub compute: ComputeArg,
     /// Server CPU per call of `wisp serve` on DynamoDB, in µs, that sizes the Fargate tasks
-    /// (default: the 44 µs measured per poll on the embedded stores, benches/README.md,
-    /// times four for the DynamoDB request).
+    /// (default: the 850 µs measured for the task on the AWS stores, benches/fleet/task.sh;
+    /// docs/COSTS.md).
     #[arg(long, default_value_t = wisp_simulate::compute::SERVER_CPU_PER_CALL_US)]
     pub cpu_per_call_us: f64,
     /// Price `compute = "fargate"` with `enable_redis`: the cache node and its endpoint,

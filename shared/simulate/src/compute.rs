@@ -41,18 +41,21 @@ impl Compute {
 /// The fleet sizes docs/COSTS.md compares.
 pub const FLEET_SIZES: [usize; 5] = [1, 10, 100, 1_000, 10_000];
 
-/// Server CPU per call of `wisp serve`, in µs: 44 µs measured per poll on the embedded
-/// stores (benches/README.md, "server CPU per call"), plus an allowance for the DynamoDB
-/// request each call makes instead (SigV4, TLS, JSON; not measured on this machine),
-/// taken as three times the measured call. `--cpu-per-call-us` overrides it.
-pub const SERVER_CPU_PER_CALL_US: f64 = 44.0 * 4.0;
+/// Server CPU per call of `wisp serve` on the AWS stores, in µs: the task definition's
+/// `wisp serve` (release build) against DynamoDB Local and moto measured 780 µs per call
+/// served at 1,000 pipeds and 919 µs at 100 (benches/fleet/task.sh on the shared 2-core
+/// machine, 2026-11-27); taken as 850. The DynamoDB SDK's request per call is most of it:
+/// the same poll on the embedded stores takes 44 µs (benches/README.md). Polls answered
+/// from memory would take less; not measured, so not counted. `--cpu-per-call-us`
+/// overrides it.
+pub const SERVER_CPU_PER_CALL_US: f64 = 850.0;
 
-/// Resident memory of `wisp serve` without pipeds, MiB (benches/README.md: 59 MiB quiet).
-pub const BASE_MEMORY_MIB: f64 = 64.0;
+/// Resident memory of `wisp serve` without pipeds, MiB (benches/fleet/task.sh: 23 MiB).
+pub const BASE_MEMORY_MIB: f64 = 23.0;
 
-/// Resident memory per connected piped, KiB: (851 − 59) MiB at 10,000 pipeds in the fleet
-/// benchmark (benches/README.md), rounded up.
-pub const MEMORY_PER_PIPED_KIB: f64 = 85.0;
+/// Resident memory per connected piped, KiB: 130.5 at 1,000 pipeds, 162 at 100, 80 at
+/// 3,000 (benches/fleet/task.sh); taken as 130.
+pub const MEMORY_PER_PIPED_KIB: f64 = 130.0;
 
 /// Average CPU a task is sized for (the module's `fargate.cpu_target`): room for bursts
 /// and for one zone's tasks to take over the other's.
@@ -906,7 +909,7 @@ mod tests {
         let prices = ComputePrices::default();
         let small = task_plan(1, 0.35, SERVER_CPU_PER_CALL_US, 2, &prices);
         assert_eq!((small.tasks, small.vcpu, small.memory_gb), (2, 0.25, 0.5));
-        // 10,000 pipeds: 3,500 calls/s × 176 µs = 0.62 vCPU and ~830 MiB.
+        // 10,000 pipeds: 3,500 calls/s × 850 µs = 2.98 vCPU and ~1,270 MiB.
         let large = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, &prices);
         assert!(
             f64::from(large.tasks) * large.vcpu * CPU_TARGET >= large.vcpu_needed,
@@ -999,10 +1002,10 @@ mod tests {
         let p = small.upstream_resized_production;
         assert_eq!((p.server_tasks, p.rds_multi_az, p.spot), (2, true, false));
         // 10,000 pipeds: 3,333 queries/s × 100 µs = 0.33 vCPU, past a burstable
-        // baseline at 60 %; 3,500 calls/s × 176 µs = 0.62 vCPU, three 0.5-vCPU tasks.
+        // baseline at 60 %; 3,500 calls/s × 850 µs = 2.98 vCPU, ten 0.5-vCPU tasks.
         let large = fleet_row(&per(), 10_000, &prices, &cp, Settings::default());
         let u = large.upstream_resized;
-        assert_eq!((u.server_tasks, u.rds_class), (3, "db.m5.large"), "{u:?}");
+        assert_eq!((u.server_tasks, u.rds_class), (10, "db.m5.large"), "{u:?}");
         assert!(large.upstream_resized_production.total > u.total);
     }
 }

@@ -303,6 +303,44 @@ variable "table_name" {
   default     = null
 }
 
+variable "dynamodb_billing_mode" {
+  description = "How the table is billed: \"PAY_PER_REQUEST\" (on-demand, the default: nothing to size, cheapest for small or bursty fleets) or \"PROVISIONED\" (capacity by the hour, kept by application autoscaling within dynamodb_capacity: cheaper for a large steady fleet; docs/COSTS.md). An existing on-demand table is switched once by hand first (docs/DEPLOY.md, \"DynamoDB capacity\")."
+  type        = string
+  default     = "PAY_PER_REQUEST"
+  nullable    = false
+
+  validation {
+    condition     = contains(["PAY_PER_REQUEST", "PROVISIONED"], var.dynamodb_billing_mode)
+    error_message = "dynamodb_billing_mode: \"PAY_PER_REQUEST\" or \"PROVISIONED\"."
+  }
+}
+
+variable "dynamodb_capacity" {
+  description = "With dynamodb_billing_mode = \"PROVISIONED\": the bounds application autoscaling keeps the table and each of its three indexes within, read and write capacity units apart (min_read, max_read, min_write, max_write), and the utilisation it aims at (target, percent of the provisioned units consumed)."
+  type = object({
+    min_read  = optional(number, 1)
+    max_read  = optional(number, 4000)
+    min_write = optional(number, 1)
+    max_write = optional(number, 1000)
+    target    = optional(number, 70)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition = (
+      var.dynamodb_capacity.min_read >= 1 && var.dynamodb_capacity.max_read >= var.dynamodb_capacity.min_read &&
+      var.dynamodb_capacity.min_write >= 1 && var.dynamodb_capacity.max_write >= var.dynamodb_capacity.min_write
+    )
+    error_message = "dynamodb_capacity: min_read and min_write at least 1, each max at least its min."
+  }
+
+  validation {
+    condition     = var.dynamodb_capacity.target >= 20 && var.dynamodb_capacity.target <= 90
+    error_message = "dynamodb_capacity.target: from 20 to 90 percent (application autoscaling's range for DynamoDB)."
+  }
+}
+
 variable "table_deletion_protection" {
   description = "Deletion protection of the DynamoDB table."
   type        = bool

@@ -99,10 +99,28 @@ pub struct SimulateArgs {
     #[arg(long, value_enum, default_value_t = ComputeArg::Lambda)]
     pub compute: ComputeArg,
     /// Server CPU per call of `wisp serve` on DynamoDB, in µs, that sizes the Fargate tasks
-    /// (default: the 44 µs measured per poll on the embedded stores, benches/README.md,
-    /// times four for the DynamoDB request).
+    /// (default: the 850 µs measured for the task on the AWS stores, benches/fleet/task.sh;
+    /// docs/COSTS.md).
     #[arg(long, default_value_t = wisp_simulate::compute::SERVER_CPU_PER_CALL_US)]
     pub cpu_per_call_us: f64,
+    /// Price `compute = "fargate"` with `enable_redis`: the cache node and its endpoint,
+    /// and the pipeds' stats in the cache instead of DynamoDB.
+    #[arg(long)]
+    pub redis: bool,
+    /// Price `compute = "fargate"` with the polls answered from each task's memory
+    /// (`wisp_store::polls`; it needs Redis, which it implies).
+    #[arg(long)]
+    pub poll_answers: bool,
+    /// Price `compute = "fargate"` with this `dynamodb_billing_mode`: `provisioned` is
+    /// capacity sized for the run's average load at 70 % utilisation.
+    #[arg(long, value_enum, default_value_t = DynamoDbArg::OnDemand)]
+    pub dynamodb: DynamoDbArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DynamoDbArg {
+    OnDemand,
+    Provisioned,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -310,6 +328,14 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
         &checked.prices,
         wisp_simulate::compute::Settings {
             cpu_per_call_us: args.cpu_per_call_us,
+            levers: wisp_simulate::compute::Levers {
+                redis: args.redis,
+                polls: args.poll_answers,
+                billing: match args.dynamodb {
+                    DynamoDbArg::OnDemand => wisp_simulate::compute::Billing::OnDemand,
+                    DynamoDbArg::Provisioned => wisp_simulate::compute::Billing::Provisioned,
+                },
+            },
             ..Default::default()
         },
     );
@@ -324,7 +350,10 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
         println!("{value}");
     } else {
         print!("{}", report::text(&outcome, &ctx));
-        print!("{}", wisp_simulate::compute::text(&comparison));
+        print!(
+            "{}",
+            wisp_simulate::compute::text(&comparison, &checked.prices)
+        );
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 use crate::support;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tonic::Code;
 use wisp_proto::apiservice as api;
@@ -158,7 +159,19 @@ async fn two_instances_agree(env: &AwsEnv, redis: Option<&str>) {
         assert_eq!(live(console.clone()).await, name, "after writing {name}");
     }
 
-    // pipectl on the second → the piped on the first → pipectl on the second.
+    // pipectl on the second → the piped on the first → pipectl on the second. The piped
+    // has been polling the first at its cadence (every 5 s upstream; every second here)
+    // for longer than an answer takes to settle, so that with Redis the first answers
+    // from memory (wisp_store::polls): the command must still reach it at the next poll.
+    let settled = std::time::Instant::now() + wisp_store::polls::SETTLE + Duration::from_secs(2);
+    while std::time::Instant::now() < settled {
+        let before = ok(p
+            .list_unhandled_commands(ListUnhandledCommandsRequest::default())
+            .await)
+        .commands;
+        assert!(before.is_empty(), "{before:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     let command_id = ok(pipectl
         .sync_application(api::SyncApplicationRequest {
             application_id: app.clone(),

@@ -235,6 +235,22 @@ fn run_and_check(web: bool) {
         assert!(u(&r["fargate_tasks"]["tasks"]) >= 2, "{r}");
     }
     assert!(f(&sizes[4]["fargate"]["total"]) < f(&sizes[4]["lambda"]["total"]));
+    // The levers (docs/COSTS.md): provisioned capacity cuts the DynamoDB bill at 10,000
+    // pipeds; upstream resized grows with the fleet; the bill by RPC names the command
+    // poll, one a task could answer from memory.
+    assert!(
+        f(&sizes[4]["fargate_provisioned"]["dynamodb"]) < f(&sizes[4]["fargate"]["dynamodb"]) / 2.0,
+        "{:#}",
+        sizes[4]
+    );
+    assert!(f(&sizes[4]["upstream_resized"]["total"]) > f(&sizes[0]["upstream_resized"]["total"]));
+    let by_rpc = compute["dynamodb_by_rpc"].as_array().expect("by rpc");
+    assert!(
+        by_rpc.iter().any(|r| r["rpc"] == "ListUnhandledCommands"
+            && f(&r["rru"]) > 0.0
+            && r["from_memory"] == true),
+        "{by_rpc:#?}"
+    );
 }
 
 #[test]

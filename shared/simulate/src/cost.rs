@@ -335,6 +335,16 @@ pub struct Projection {
     pub per_piped_month_variable_usd: f64,
     /// The unit estimate used for each RPC.
     pub store_units: BTreeMap<&'static str, StoreUnits>,
+    /// Each RPC's calls in the month and the store units they take (credential checks
+    /// apart), for the breakdown by RPC and the levers of `compute`.
+    pub by_rpc: BTreeMap<&'static str, RpcMonth>,
+}
+
+/// One RPC's month: its calls and what they cost the stores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RpcMonth {
+    pub calls: f64,
+    pub units: StoreUnits,
 }
 
 /// An hour's LCUs by dimension (AWS bills the largest).
@@ -391,6 +401,7 @@ pub fn project(totals: &[RpcTotals], inputs: CostInputs, prices: &Prices) -> Pro
     let mut month_bytes = 0.0;
     let mut units = StoreUnits::default();
     let mut store_units_used = BTreeMap::new();
+    let mut by_rpc = BTreeMap::new();
     for &rpc in Rpc::ALL {
         let t = &totals[rpc.index()];
         let (startup, steady, deploy) = (
@@ -415,6 +426,18 @@ pub fn project(totals: &[RpcTotals], inputs: CostInputs, prices: &Prices) -> Pro
         units.s3_get += calls * u.s3_get;
         units.s3_put += calls * u.s3_put;
         store_units_used.insert(rpc.name(), u);
+        by_rpc.insert(
+            rpc.name(),
+            RpcMonth {
+                calls,
+                units: StoreUnits {
+                    rru: calls * u.rru,
+                    wru: calls * u.wru,
+                    s3_get: calls * u.s3_get,
+                    s3_put: calls * u.s3_put,
+                },
+            },
+        );
     }
     let average_concurrency = month_billed_secs / MONTH_SECS;
     // Bursts keep more instances warm than the average; each one verifies each piped's
@@ -482,6 +505,7 @@ pub fn project(totals: &[RpcTotals], inputs: CostInputs, prices: &Prices) -> Pro
         per_piped_month_usd: total_usd / pipeds,
         per_piped_month_variable_usd: (total_usd - usd.alb_hours) / pipeds,
         store_units: store_units_used,
+        by_rpc,
     }
 }
 

@@ -425,6 +425,11 @@ impl Cache for RedisCache {
         cmd.arg(key).arg(field);
         self.run(cmd, |_: i64| ()).await
     }
+
+    /// Every instance and task connects to the same Redis.
+    fn shared(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

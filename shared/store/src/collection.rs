@@ -11,6 +11,7 @@ use crate::cursor;
 use crate::datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Query, Record};
 use crate::error::{Result, StoreError};
 use crate::optimistic::{Attempt, optimistic_write};
+use crate::polls::PollAnswers;
 
 /// How a protobuf message is stored in the datastore.
 pub trait Entity: Message + Default + Clone + PartialEq + Send + Sync + 'static {
@@ -95,6 +96,9 @@ pub struct EntityPage<E> {
 
 pub struct Collection<E: Entity> {
     ds: Arc<dyn Datastore>,
+    /// The pollers' answers from memory and their change tokens (`polls`), with a shared
+    /// cache: every write here renews the tokens of the watched ranges it touches.
+    polls: Option<Arc<PollAnswers>>,
     _entity: PhantomData<fn() -> E>,
 }
 
@@ -108,6 +112,7 @@ impl<E: Entity> Clone for Collection<E> {
     fn clone(&self) -> Self {
         Collection {
             ds: self.ds.clone(),
+            polls: self.polls.clone(),
             _entity: PhantomData,
         }
     }
@@ -117,6 +122,17 @@ impl<E: Entity> Collection<E> {
     pub fn new(ds: Arc<dyn Datastore>) -> Self {
         Collection {
             ds,
+            polls: None,
+            _entity: PhantomData,
+        }
+    }
+
+    /// A collection whose writes renew the change tokens of `polls` and whose
+    /// [`Collection::list_polled`] answers from memory while they hold.
+    pub fn with_polls(ds: Arc<dyn Datastore>, polls: Option<Arc<PollAnswers>>) -> Self {
+        Collection {
+            ds,
+            polls,
             _entity: PhantomData,
         }
     }
@@ -154,6 +170,9 @@ impl<E: Entity> Collection<E> {
         entity.touch(now_unix());
         entity.check().map_err(StoreError::InvalidArgument)?;
         self.ds.create(E::KIND, Self::encode(&entity, 1)).await?;
+        if let Some(polls) = &self.polls {
+            polls.changed(E::KIND, &[], &entity.index_keys()).await;
+        }
         Ok(entity)
     }
 
@@ -169,7 +188,10 @@ impl<E: Entity> Collection<E> {
         // the closure (see `optimistic_write`); attempts never overlap.
         let mutate = std::sync::Mutex::new(mutate);
         let mutate = &mutate;
-        optimistic_write(|| async move {
+        // The index entries the written record had, for the change tokens.
+        let replaced = std::sync::Mutex::new(None);
+        let replaced_ref = &replaced;
+        let stored = optimistic_write(|| async move {
             let record = self.ds.get(E::KIND, id).await?;
             let mut entity = Self::decode(&record)?;
             if entity.project_id() != project_id {
@@ -189,6 +211,8 @@ impl<E: Entity> Collection<E> {
             }
             entity.touch(now_unix());
             entity.check().map_err(StoreError::InvalidArgument)?;
+            *replaced_ref.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(record.indexes.clone());
             let written = self
                 .ds
                 .put(
@@ -199,7 +223,14 @@ impl<E: Entity> Collection<E> {
                 .await;
             Ok(Attempt::Written(written.map(|()| entity)))
         })
-        .await
+        .await?;
+        let before = replaced
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let (Some(polls), Some(before)) = (&self.polls, before) {
+            polls.changed(E::KIND, &before, &stored.index_keys()).await;
+        }
+        Ok(stored)
     }
 
     /// Reads one index range, applying `filter`, paging until `limit` matches are found.
@@ -262,6 +293,20 @@ impl<E: Entity> Collection<E> {
             if let Some((_, cursor)) = page.records.last() {
                 after = Some(cursor.clone());
             }
+        }
+    }
+
+    /// A poller's read of a whole range: from this process's memory while the range has
+    /// not changed (`polls`), else as [`Collection::list_all`].
+    pub async fn list_polled(&self, slot: usize, pk: String) -> Result<Vec<E>> {
+        match &self.polls {
+            Some(polls) => {
+                let key = pk.clone();
+                polls
+                    .read(E::KIND, slot, &key, move || self.list_all(slot, pk, None))
+                    .await
+            }
+            None => self.list_all(slot, pk, None).await,
         }
     }
 

@@ -26,6 +26,7 @@ pub mod commandoutput;
 pub mod insight;
 pub mod livestate;
 pub mod pipedstat;
+pub mod polls;
 pub mod revocations;
 pub mod sharedobject;
 pub mod stagelog;

@@ -251,4 +251,7 @@ impl Cache for Metered<dyn Cache> {
             .timed(ENTRY, "hash_delete", self.inner.hash_delete(key, field))
             .await
     }
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
 }

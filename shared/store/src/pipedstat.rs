@@ -4,6 +4,13 @@
 //! piped shows OFFLINE without Redis. Here the datastore (kind `PipedStat`, id = piped id,
 //! data = protobuf `model::PipedStat`, expiring 24 h after the report) holds it, and the
 //! cache hash is a read accelerator in upstream's JSON format.
+//!
+//! With a shared cache (Redis) the stat lives in the cache hash alone, as upstream keeps
+//! it: a report is one HGET and one HSET instead of a GetItem and a PutItem of the
+//! datastore each minute per piped (about half of a piped's DynamoDB bill on `wisp serve`,
+//! docs/COSTS.md). A report the cache refuses goes to the datastore, as without Redis;
+//! a flushed or evicted entry shows the piped OFFLINE until its next report (at most a
+//! minute), as upstream does.
 
 use std::sync::Arc;
 
@@ -178,6 +185,22 @@ impl PipedStatStore {
             metrics,
             timestamp,
         };
+        // Whether the shared cache just failed: then the datastore takes the report and
+        // the cache is not tried a second time for it.
+        let mut cache_failed = false;
+        if self.cache.shared() {
+            match self.put_shared(piped_id, &stat).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    cache_failed = true;
+                    tracing::warn!(
+                        piped_id,
+                        error = %crate::error::chain(&e),
+                        "the cache refused a piped stat; storing it in the datastore"
+                    )
+                }
+            }
+        }
         let data = encode_record_data(&stat);
         let record = |version: u64| Record {
             id: piped_id.to_string(),
@@ -222,7 +245,7 @@ impl PipedStatStore {
             Ok(Attempt::Written(written.map(|()| true)))
         })
         .await?;
-        if !newest {
+        if !newest || cache_failed {
             return Ok(());
         }
         match encode_cached(&stat) {
@@ -234,6 +257,22 @@ impl PipedStatStore {
             }
         }
         Ok(())
+    }
+
+    /// A report into the shared cache alone: unless the cached stat is newer, replaced.
+    /// Read and write are two commands, not one transaction: two reports of one piped at
+    /// the same moment (it sends one a minute) may leave either; both are current.
+    async fn put_shared(&self, piped_id: &str, stat: &PipedStat) -> Result<()> {
+        if let Some(raw) = self.cache.hash_get(PIPED_STATS_CACHE_KEY, piped_id).await?
+            && let Ok(cached) = decode_cached(&raw)
+            && cached.timestamp > stat.timestamp
+        {
+            return Ok(());
+        }
+        let value = encode_cached(stat)?;
+        self.cache
+            .hash_set(PIPED_STATS_CACHE_KEY, piped_id, value)
+            .await
     }
 
     /// Pipeds whose cached stat (upstream's Redis hash) was reported before `cutoff`

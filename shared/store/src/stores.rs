@@ -13,6 +13,7 @@ use crate::datastore::Datastore;
 use crate::filestore::Filestore;
 use crate::livestate::LiveStateStore;
 use crate::pipedstat::PipedStatStore;
+use crate::polls::PollAnswers;
 use crate::sharedobject::SharedObjectStore;
 use crate::stagelog::StageLogStore;
 use crate::unregistered::UnregisteredAppStore;
@@ -58,12 +59,13 @@ impl Stores {
         filestore: Arc<dyn Filestore>,
         cache: Arc<dyn Cache>,
     ) -> Stores {
+        let polls = PollAnswers::new(cache.clone(), crate::polls::SETTLE);
         Stores {
             projects: Collection::new(datastore.clone()),
             pipeds: Collection::new(datastore.clone()),
-            applications: Collection::new(datastore.clone()),
-            deployments: Collection::new(datastore.clone()),
-            commands: Collection::new(datastore.clone()),
+            applications: Collection::with_polls(datastore.clone(), polls.clone()),
+            deployments: Collection::with_polls(datastore.clone(), polls.clone()),
+            commands: Collection::with_polls(datastore.clone(), polls),
             events: Collection::new(datastore.clone()),
             deployment_chains: Collection::new(datastore.clone()),
             deployment_traces: Collection::new(datastore.clone()),
@@ -83,5 +85,14 @@ impl Stores {
             filestore,
             cache,
         }
+    }
+
+    /// The same stores with the pollers' answers kept by `polls` (`None`: every poll reads
+    /// the datastore). For tests, which settle their writes at once.
+    pub fn with_poll_answers(mut self, polls: Option<Arc<PollAnswers>>) -> Stores {
+        self.applications = Collection::with_polls(self.datastore.clone(), polls.clone());
+        self.deployments = Collection::with_polls(self.datastore.clone(), polls.clone());
+        self.commands = Collection::with_polls(self.datastore.clone(), polls);
+        self
     }
 }

@@ -55,6 +55,42 @@ impl Cache for FailingCache {
     }
 }
 
+/// A cache every instance shares, as Redis: the stores may keep piped stats in it alone.
+struct Shared<C>(C);
+
+#[async_trait]
+impl<C: Cache> Cache for Shared<C> {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        self.0.put(key, value, ttl).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.0.delete(key).await
+    }
+    async fn hash_set(&self, key: &str, field: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.0.hash_set(key, field, value).await
+    }
+    async fn hash_get(&self, key: &str, field: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.hash_get(key, field).await
+    }
+    async fn hash_get_all(&self, key: &str) -> Result<HashMap<String, Vec<u8>>, StoreError> {
+        self.0.hash_get_all(key).await
+    }
+    async fn hash_delete(&self, key: &str, field: &str) -> Result<(), StoreError> {
+        self.0.hash_delete(key, field).await
+    }
+    fn shared(&self) -> bool {
+        true
+    }
+}
+
 type Env = wisp_testkit::TempStores;
 
 fn env_with(cache: Arc<dyn Cache>) -> Env {
@@ -852,6 +888,50 @@ async fn piped_stat_stale_cache_does_not_hide_a_fresh_report() {
     assert_eq!(value["metrics"], serde_json::json!("bQ=="));
 }
 
+/// With a shared cache (Redis) a report goes to the cache alone, as upstream keeps it:
+/// no datastore read or write per heartbeat. The stat reads back, an older report still
+/// does not move it back, and a report the cache refuses lands in the datastore.
+#[tokio::test]
+async fn piped_stat_lives_in_a_shared_cache_alone() {
+    let env = env_with(Arc::new(Shared(MemoryCache::default())));
+    let ps = &env.stores.piped_stats;
+    let now = now_unix();
+    ps.put("proj", "p1", b"m1".to_vec(), now)
+        .await
+        .expect("put");
+    let stat = ps.get("p1").await.expect("get").expect("stat");
+    assert_eq!((stat.metrics.as_slice(), stat.timestamp), (&b"m1"[..], now));
+    assert!(is_online(&stat, now));
+    assert!(matches!(
+        env.stores
+            .datastore
+            .get(wisp_store::Kind::PipedStat, "p1")
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    ps.put("proj", "p1", b"old".to_vec(), now - 500)
+        .await
+        .expect("put");
+    let stat = ps.get("p1").await.expect("get").expect("stat");
+    assert_eq!((stat.metrics.as_slice(), stat.timestamp), (&b"m1"[..], now));
+
+    // Redis down: the report is kept in the datastore, and reads back from it.
+    let env = env_with(Arc::new(Shared(FailingCache)));
+    let ps = &env.stores.piped_stats;
+    ps.put("proj", "p2", b"m2".to_vec(), now)
+        .await
+        .expect("put");
+    let record = env
+        .stores
+        .datastore
+        .get(wisp_store::Kind::PipedStat, "p2")
+        .await
+        .expect("stored in the datastore");
+    assert_eq!(record.project_id, "proj");
+    let stat = ps.get("p2").await.expect("get").expect("stat");
+    assert_eq!((stat.metrics.as_slice(), stat.timestamp), (&b"m2"[..], now));
+}
+
 // ---------------------------------------------------------------- unregistered apps
 
 fn info(path: &str, piped: &str) -> ApplicationInfo {
@@ -939,4 +1019,94 @@ async fn unregistered_apps_concurrent_reports() {
             .len(),
         10
     );
+}
+
+// ---------------------------------------------------------------- poll answers
+
+fn unhandled(id: &str, piped: &str) -> wisp_proto::model::Command {
+    wisp_proto::model::Command {
+        id: id.into(),
+        project_id: "proj".into(),
+        piped_id: piped.into(),
+        application_id: "app-1".into(),
+        commander: "alice".into(),
+        r#type: wisp_proto::model::command::Type::SyncApplication as i32,
+        status: wisp_proto::model::CommandStatus::CommandNotHandledYet as i32,
+        ..Default::default()
+    }
+}
+
+/// Two instances (two `Stores` on one datastore and one shared cache): a piped's poll on
+/// the first is answered from its memory while nothing changed, and a command created or
+/// handled through the second reaches it at the next poll.
+#[tokio::test]
+async fn poll_answers_follow_writes_of_another_instance() {
+    use wisp_store::entities::{pk, slot};
+    use wisp_store::polls::PollAnswers;
+
+    let cache: Arc<dyn Cache> = Arc::new(Shared(MemoryCache::default()));
+    let env = env_with(cache.clone());
+    let settle =
+        |stores: Stores| stores.with_poll_answers(PollAnswers::new(cache.clone(), Duration::ZERO));
+    let a = settle(env.stores.clone());
+    let b = settle(Stores::new(
+        env.stores.datastore.clone(),
+        env.stores.filestore.clone(),
+        cache.clone(),
+    ));
+    let range = || pk::project_piped("proj", "p1");
+    let poll = |stores: &Stores| {
+        let stores = stores.clone();
+        async move {
+            let mut ids: Vec<String> = stores
+                .commands
+                .list_polled(slot::COMMAND_UNHANDLED_BY_PIPED, range())
+                .await
+                .expect("poll")
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert!(poll(&a).await.is_empty());
+
+    // Created through the other instance: seen at the next poll.
+    b.commands
+        .create(unhandled("c1", "p1"))
+        .await
+        .expect("create");
+    assert_eq!(poll(&a).await, vec!["c1"]);
+
+    // Unchanged range: the answer comes from memory. A record written behind the stores'
+    // back (no token renewed) proves it: the poll does not see it.
+    let sneaked = wisp_store::collection::record_of(&unhandled("c2", "p1"), 1);
+    env.stores
+        .datastore
+        .create(wisp_store::Kind::Command, sneaked)
+        .await
+        .expect("raw create");
+    assert_eq!(poll(&a).await, vec!["c1"]);
+
+    // Handled through the other instance: gone at the next poll (and c2 shows up, since
+    // the range was read again).
+    b.commands
+        .update("proj", "c1", |c| {
+            c.status = wisp_proto::model::CommandStatus::CommandSucceeded as i32;
+            Ok(())
+        })
+        .await
+        .expect("handled");
+    assert_eq!(poll(&a).await, vec!["c2"]);
+
+    // Another piped's range is another token: its writes leave p1's answer alone.
+    b.commands
+        .create(unhandled("c3", "p2"))
+        .await
+        .expect("create");
+    assert_eq!(poll(&a).await, vec!["c2"]);
+
+    // Without a shared cache nothing is kept: every poll reads the datastore.
+    assert!(PollAnswers::new(Arc::new(MemoryCache::default()), Duration::ZERO).is_none());
 }

@@ -20,10 +20,9 @@ impl PipedApi {
         let applications = self
             .stores
             .applications
-            .list_all(
+            .list_polled(
                 slot::APPLICATION_ENABLED_BY_PIPED,
                 pk::project_piped(&caller.project_id, &caller.piped_id),
-                None,
             )
             .await
             .map_err(|e| ServiceError::store(e, "fetch applications"))?;

@@ -9,8 +9,9 @@ use super::{PipedApi, PipedCaller, update_checked};
 use crate::error::ServiceError;
 
 impl PipedApi {
-    /// The piped's commands not handled yet. The hot path (every 5 s per piped): exactly
-    /// one read, of a sparse index that holds only unhandled commands.
+    /// The piped's commands not handled yet. The hot path (every 5 s per piped): at most
+    /// one read, of a sparse index that holds only unhandled commands; with a shared cache
+    /// none while the piped's commands have not changed (`wisp_store::polls`).
     pub async fn list_unhandled_commands(
         &self,
         caller: &PipedCaller,
@@ -20,10 +21,9 @@ impl PipedApi {
         let commands = self
             .stores
             .commands
-            .list_all(
+            .list_polled(
                 slot::COMMAND_UNHANDLED_BY_PIPED,
                 pk::project_piped(&caller.project_id, &caller.piped_id),
-                None,
             )
             .await
             .map_err(|e| {

@@ -44,12 +44,24 @@ impl PipedApi {
         req: ListNotCompletedDeploymentsRequest,
     ) -> Result<ListNotCompletedDeploymentsResponse, ServiceError> {
         req.validate()?;
-        let mut opts = ListOptions::new(
-            slot::DEPLOYMENT_OPEN_BY_PIPED,
-            pk::project_piped(&caller.project_id, &caller.piped_id),
-        );
-        opts.cursor = req.cursor;
+        let pk = pk::project_piped(&caller.project_id, &caller.piped_id);
         let what = format!("list deployments of piped {}", caller.piped_id);
+        // The first page is the whole range (no limit): answered from memory while the
+        // piped's open deployments have not changed (`wisp_store::polls`).
+        if req.cursor.is_empty() {
+            let deployments = self
+                .stores
+                .deployments
+                .list_polled(slot::DEPLOYMENT_OPEN_BY_PIPED, pk)
+                .await
+                .map_err(|e| ServiceError::store(e, &what))?;
+            return Ok(ListNotCompletedDeploymentsResponse {
+                deployments,
+                cursor: String::new(),
+            });
+        }
+        let mut opts = ListOptions::new(slot::DEPLOYMENT_OPEN_BY_PIPED, pk);
+        opts.cursor = req.cursor;
         let page = self
             .stores
             .deployments

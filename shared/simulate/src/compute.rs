@@ -244,11 +244,15 @@ pub struct TaskPlan {
 
 /// The cheapest tasks that carry `pipeds` making `calls_per_second` in all: at least
 /// `min_tasks` (two zones), CPU at [`CPU_TARGET`] and memory at [`MEMORY_TARGET`].
+/// `per_task_hour` is what each task costs besides its size (its public IPv4 address,
+/// and the credential checks it makes on its own): many small tasks can carry the same
+/// CPU for the same task-hours as a few large ones and still cost more.
 pub fn task_plan(
     pipeds: usize,
     calls_per_second: f64,
     cpu_per_call_us: f64,
     min_tasks: u32,
+    per_task_hour: f64,
     prices: &ComputePrices,
 ) -> TaskPlan {
     let vcpu_needed = calls_per_second * cpu_per_call_us / 1e6;
@@ -262,7 +266,8 @@ pub fn task_plan(
             .max(by_memory)
             .max(f64::from(min_tasks))
             .min(f64::from(u32::MAX));
-        let hourly = tasks * (vcpu * prices.fargate_vcpu_hour + gb * prices.fargate_gb_hour);
+        let hourly =
+            tasks * (vcpu * prices.fargate_vcpu_hour + gb * prices.fargate_gb_hour + per_task_hour);
         if best.as_ref().is_none_or(|(h, _)| hourly < *h) {
             best = Some((
                 hourly,
@@ -500,11 +505,14 @@ pub fn fleet_row(
     };
 
     // Fargate: tasks sized for the fleet's calls, native gRPC to IP targets.
+    // Each task checks every piped's credential once per cache period (one read unit).
+    let checks_per_task_hour = n * 3600.0 / cost::CREDENTIAL_CACHE_SECS;
     let plan = task_plan(
         pipeds,
         requests / MONTH_SECS,
         settings.cpu_per_call_us,
         settings.min_tasks,
+        compute.public_ipv4_hour + checks_per_task_hour / 1e6 * prices.dynamodb_read_per_million,
         compute,
     );
     let tasks = f64::from(plan.tasks);
@@ -907,10 +915,10 @@ mod tests {
     #[test]
     fn tasks_grow_with_the_fleet_and_never_below_two() {
         let prices = ComputePrices::default();
-        let small = task_plan(1, 0.35, SERVER_CPU_PER_CALL_US, 2, &prices);
+        let small = task_plan(1, 0.35, SERVER_CPU_PER_CALL_US, 2, 0.0, &prices);
         assert_eq!((small.tasks, small.vcpu, small.memory_gb), (2, 0.25, 0.5));
         // 10,000 pipeds: 3,500 calls/s × 850 µs = 2.98 vCPU and ~1,270 MiB.
-        let large = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, &prices);
+        let large = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &prices);
         assert!(
             f64::from(large.tasks) * large.vcpu * CPU_TARGET >= large.vcpu_needed,
             "{large:?}"
@@ -920,10 +928,31 @@ mod tests {
                 >= 10_000.0 * MEMORY_PER_PIPED_KIB / 1024.0,
             "{large:?}"
         );
-        let busier = task_plan(10_000, 35_000.0, SERVER_CPU_PER_CALL_US, 2, &prices);
+        let busier = task_plan(10_000, 35_000.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &prices);
         assert!(
             f64::from(busier.tasks) * busier.vcpu > f64::from(large.tasks) * large.vcpu,
             "{busier:?}"
+        );
+    }
+
+    #[test]
+    fn a_cost_per_task_picks_fewer_larger_tasks() {
+        let prices = ComputePrices::default();
+        let free = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &prices);
+        // Each task's IPv4 address and its own credential checks of 10,000 pipeds.
+        let per_task = prices.public_ipv4_hour + 10_000.0 * 12.0 / 1e6 * 0.125;
+        let priced = task_plan(
+            10_000,
+            3_500.0,
+            SERVER_CPU_PER_CALL_US,
+            2,
+            per_task,
+            &prices,
+        );
+        assert!(priced.tasks < free.tasks, "{free:?} {priced:?}");
+        assert!(
+            f64::from(priced.tasks) * priced.vcpu * CPU_TARGET >= priced.vcpu_needed,
+            "{priced:?}"
         );
     }
 

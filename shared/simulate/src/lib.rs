@@ -127,6 +127,11 @@ impl Outcome {
         self.totals.iter().map(RpcTotals::failed).sum()
     }
 
+    /// Attempts turned away with `UNAVAILABLE` and made again.
+    pub fn retried(&self) -> u64 {
+        self.totals.iter().map(|t| t.retried).sum()
+    }
+
     pub fn piped_seconds(&self) -> f64 {
         self.pipeds.iter().map(|p| p.active.as_secs_f64()).sum()
     }

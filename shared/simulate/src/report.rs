@@ -47,6 +47,7 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
     let mut latency = serde_json::Map::new();
     let mut settled_latency = serde_json::Map::new();
     let mut errors_by_rpc = serde_json::Map::new();
+    let mut retried = serde_json::Map::new();
     for &rpc in Rpc::ALL {
         let t = &outcome.totals[rpc.index()];
         if t.calls() == 0 {
@@ -76,6 +77,9 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         }
         if !t.failures.is_empty() {
             errors_by_rpc.insert(rpc.name().into(), failures_json(&t.failures));
+        }
+        if t.retried > 0 {
+            retried.insert(rpc.name().into(), json!(t.retried));
         }
     }
     let per_piped: Vec<Value> = outcome
@@ -118,6 +122,10 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         "errors": outcome.errors(),
         "errors_by_status": errors_by_status(outcome),
         "errors_by_rpc": errors_by_rpc,
+        // Attempts turned away with UNAVAILABLE and made again within the minute (each a
+        // request, not a call; see `rpc::retry_wait`).
+        "retried_unavailable": outcome.retried(),
+        "retried_by_rpc": retried,
         "calls": calls,
         "startup_calls": startup,
         "deployment_calls": deployment,
@@ -252,10 +260,11 @@ pub fn text(outcome: &Outcome, ctx: &Context<'_>) -> String {
     );
     let _ = writeln!(
         out,
-        "requests: {} made of at most {}; {} failed; deployments: {} triggered, {} completed",
+        "requests: {} made of at most {}; {} failed ({} attempts turned away with UNAVAILABLE retried within the minute); deployments: {} triggered, {} completed",
         outcome.requests,
         outcome.budget,
         outcome.errors(),
+        outcome.retried(),
         outcome.deployments_triggered,
         outcome.deployments_completed,
     );

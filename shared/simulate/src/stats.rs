@@ -116,6 +116,9 @@ impl Failure {
 pub struct RpcTotals {
     pub ok: u64,
     pub failures: BTreeMap<Failure, u64>,
+    /// Attempts turned away with `UNAVAILABLE` and made again (each a request to the
+    /// server, not a call of its own: the call's outcome is its last attempt's).
+    pub retried: u64,
     /// Calls (either outcome), billed time and bytes, indexed by `Phase as usize`.
     pub phases: [PhaseTotals; 3],
     /// Latency of every call, in microseconds.
@@ -134,6 +137,7 @@ impl RpcTotals {
         Ok(RpcTotals {
             ok: 0,
             failures: BTreeMap::new(),
+            retried: 0,
             phases: [PhaseTotals::default(); 3],
             // 1 µs to 10 minutes at 3 significant digits; longer values are clamped.
             latency_us: Histogram::new_with_bounds(1, 600_000_000, 3)?,
@@ -189,6 +193,7 @@ pub struct Recorder {
     started: std::time::Instant,
     calls: AtomicU64,
     failed: AtomicU64,
+    retried: AtomicU64,
     deployments_triggered: AtomicU64,
     deployments_completed: AtomicU64,
 }
@@ -205,6 +210,7 @@ impl Recorder {
             started: std::time::Instant::now(),
             calls: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
             deployments_triggered: AtomicU64::new(0),
             deployments_completed: AtomicU64::new(0),
         })
@@ -236,6 +242,22 @@ impl Recorder {
         if self.started.elapsed() >= SETTLED_AFTER {
             t.settled_latency_us.saturating_record(micros.max(1));
         }
+    }
+
+    /// An attempt of `rpc` turned away with `UNAVAILABLE`, to be made again: counted
+    /// apart (not a call, not a failure, not in the latencies).
+    pub fn record_retry(&self, rpc: Rpc) {
+        self.retried.fetch_add(1, Ordering::Relaxed);
+        let mut totals = match self.totals.lock() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        totals[rpc.index()].retried += 1;
+    }
+
+    /// Attempts made again so far.
+    pub fn retried(&self) -> u64 {
+        self.retried.load(Ordering::Relaxed)
     }
 
     /// Turns one success of `rpc` already recorded into `failure` (an OK status whose

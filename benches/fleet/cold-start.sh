@@ -95,9 +95,11 @@ if len(cpu) >= 2:
         settled = 120
     late = [c for c in cpu if int(c[0]) >= settled] or cpu
     lsecs = max(1, int(cpu[-1][0]) - int(late[0][0]))
+    # The simulator's ticks: the last sample before it ended (0 once it is gone).
+    sim_end = max(int(c[5]) for c in cpu)
     print(f"CPU (cores, 100 ticks/s): server {(int(cpu[-1][2]) - int(cpu[0][2])) / 100 / max(1, secs):.2f}, simulator "
-          f"{(int(cpu[-1][5]) - int(cpu[0][5])) / 100 / max(1, secs):.2f} over the run; after 2 min server "
-          f"{(int(cpu[-1][2]) - int(late[0][2])) / 100 / lsecs:.2f}, simulator {(int(cpu[-1][5]) - int(late[0][5])) / 100 / lsecs:.2f}; "
+          f"{(sim_end - int(cpu[0][5])) / 100 / max(1, secs):.2f} over the run; after 2 min server "
+          f"{(int(cpu[-1][2]) - int(late[0][2])) / 100 / lsecs:.2f}, simulator {(sim_end - int(late[0][5])) / 100 / lsecs:.2f}; "
           f"load average {cpu[0][6]} at the start, max {max(float(c[6]) for c in cpu)}, {cpu[-1][6]} at the end")
 print(f"{r['pipeds']} pipeds, {r['duration_secs']:.0f} s: {r['requests']} calls, {r['errors']} failed {r['errors_by_status']}; "
       f"{r.get('retried_unavailable', 0)} attempts shed with UNAVAILABLE and retried within the minute")

@@ -101,6 +101,10 @@ if len(cpu) >= 2:
           f"{(sim_end - int(cpu[0][5])) / 100 / max(1, secs):.2f} over the run; after 2 min server "
           f"{(int(cpu[-1][2]) - int(late[0][2])) / 100 / lsecs:.2f}, simulator {(sim_end - int(late[0][5])) / 100 / lsecs:.2f}; "
           f"load average {cpu[0][6]} at the start, max {max(float(c[6]) for c in cpu)}, {cpu[-1][6]} at the end")
+lag = r.get("simulator_lag_ms")
+if lag:
+    print(f"simulator's own lag (its runtime waking late): p50 {lag['p50']} ms, p99 {lag['p99']} ms, max {lag['max']} ms; "
+          f"after 2 min p99 {lag['after_2m']['p99']} ms (latencies of that order are the simulator's, not the server's)")
 print(f"{r['pipeds']} pipeds, {r['duration_secs']:.0f} s: {r['requests']} calls, {r['errors']} failed {r['errors_by_status']}; "
       f"{r.get('retried_unavailable', 0)} attempts shed with UNAVAILABLE and retried within the minute")
 print(f"after 2 min: {s['success_after_2m']*100:.3f}% succeeded; after 5 min: {s['failed_after_5m']} failed; "

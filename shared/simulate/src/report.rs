@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::cost::{self, Prices, Projection};
 use super::rpc::Rpc;
-use super::stats::{Failure, Phase};
+use super::stats::{self, Failure, Phase};
 use super::{Outcome, Plan};
 
 /// Settings worth repeating next to the results.
@@ -143,6 +143,17 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         "prices_as_of": cost::PRICES_AS_OF,
         "per_piped": per_piped,
         "settling": settling_json(outcome),
+        // How late the simulator's own runtime woke (stats::Lag): latencies of the same
+        // order measure the simulator, not the server.
+        "simulator_lag_ms": {
+            "p50": round3(stats::ms_at(&outcome.lag.all_us, 0.50)),
+            "p99": round3(stats::ms_at(&outcome.lag.all_us, 0.99)),
+            "max": round3(stats::ms_at(&outcome.lag.all_us, 1.0)),
+            "after_2m": {
+                "p50": round3(stats::ms_at(&outcome.lag.settled_us, 0.50)),
+                "p99": round3(stats::ms_at(&outcome.lag.settled_us, 0.99)),
+            },
+        },
         "timeline_10s": outcome.timeline.iter().map(|b| json!([b.calls, b.failed])).collect::<Vec<_>>(),
         "flood": outcome.flood.as_ref().map(|f| json!({
             "rate_per_sec": f.rate_per_sec,
@@ -269,6 +280,13 @@ pub fn text(outcome: &Outcome, ctx: &Context<'_>) -> String {
         outcome.deployments_completed,
     );
     let settled = settling(outcome);
+    let _ = writeln!(
+        out,
+        "simulator's own lag (how late its runtime woke): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; latencies of that order are the simulator's, not the server's",
+        stats::ms_at(&outcome.lag.all_us, 0.50),
+        stats::ms_at(&outcome.lag.all_us, 0.99),
+        stats::ms_at(&outcome.lag.all_us, 1.0),
+    );
     let _ = writeln!(
         out,
         "settling: {:.3}% of calls succeeded after the first 2 min; {} failed after the 5th; last failure in the 10 s ending at {} s",
@@ -473,6 +491,7 @@ mod settling_tests {
             deployments_completed: 0,
             flood: None,
             timeline,
+            lag: crate::stats::Lag::new().expect("valid histogram bounds"),
         }
     }
 

@@ -248,7 +248,6 @@ impl SimPiped {
                 // The retry must start within the window, and is a request like any other.
                 if first.elapsed() + wait <= rpc::RETRY_WINDOW && self.shared.budget.take() {
                     self.shared.recorder.record_retry(rpc);
-                    self.counters.add(rpc);
                     tokio::time::sleep(wait).await;
                     continue;
                 }

@@ -120,11 +120,18 @@ pub struct Outcome {
     pub flood: Option<flood::FloodOutcome>,
     /// The fleet's calls and failures per 10 s, from the start.
     pub timeline: Vec<stats::Bucket>,
+    /// How late the simulator's own runtime ran ([`stats::Lag`]).
+    pub lag: stats::Lag,
 }
 
 impl Outcome {
     pub fn errors(&self) -> u64 {
         self.totals.iter().map(RpcTotals::failed).sum()
+    }
+
+    /// Attempts turned away with `UNAVAILABLE` and made again.
+    pub fn retried(&self) -> u64 {
+        self.totals.iter().map(|t| t.retried).sum()
     }
 
     pub fn piped_seconds(&self) -> f64 {
@@ -192,12 +199,20 @@ pub async fn run(plan: &Plan) -> Result<Outcome, String> {
         ))
     });
     let progress = Progress::start(Arc::clone(&shared), plan.duration, start);
+    let lag = tokio::spawn(
+        stats::Lag::new()
+            .map_err(|e| format!("lag histogram: {e}"))?
+            .probe(start, deadline),
+    );
     for handle in handles {
         handle
             .await
             .map_err(|e| format!("a simulated piped stopped abnormally: {e}"))?;
     }
     progress.finish().await;
+    let lag = lag
+        .await
+        .map_err(|e| format!("the lag probe stopped abnormally: {e}"))?;
     let flood = match flood {
         Some(task) => Some(
             task.await
@@ -225,6 +240,7 @@ pub async fn run(plan: &Plan) -> Result<Outcome, String> {
         deployments_completed: completed,
         flood,
         timeline,
+        lag,
     })
 }
 

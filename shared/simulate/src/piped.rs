@@ -205,6 +205,12 @@ impl SimPiped {
 
     /// One call, counted against the budget, timed and recorded. `allowed` is a status that
     /// is an answer, not a failure, for this call (e.g. NotFound for "no deployment yet").
+    ///
+    /// A call turned away with `UNAVAILABLE` (a server shedding load) is made again after
+    /// upstream's backoff ([`rpc::retry_wait`]), as long as the retry starts within
+    /// [`rpc::RETRY_WINDOW`] of the first attempt; it counts as failed only if no attempt in
+    /// that minute succeeded. Each attempt is a request of the budget; only the last one's
+    /// latency and outcome are recorded, the others are counted as retried.
     async fn call<Req, Resp, F, Fut>(
         &self,
         rpc: Rpc,
@@ -214,20 +220,40 @@ impl SimPiped {
         send: F,
     ) -> Result<Option<Resp>, Skip>
     where
-        Req: Message,
+        Req: Message + Clone,
         Resp: Message,
-        F: FnOnce(Client, Req) -> Fut,
+        F: Fn(Client, Req) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
     {
         if self.stopped() || !self.shared.budget.take() {
             return Err(Skip::Stopped);
         }
         let request_bytes = request.encoded_len();
-        let started = std::time::Instant::now();
-        let outcome =
-            tokio::time::timeout(self.shared.call_timeout, send(self.client.clone(), request))
-                .await;
-        let latency = started.elapsed();
+        let first = Instant::now();
+        let mut attempt: u32 = 0;
+        let (outcome, latency) = loop {
+            let started = std::time::Instant::now();
+            let outcome = tokio::time::timeout(
+                self.shared.call_timeout,
+                send(self.client.clone(), request.clone()),
+            )
+            .await;
+            let latency = started.elapsed();
+            if let Ok(Err(status)) = &outcome
+                && status.code() == Code::Unavailable
+                && Some(Code::Unavailable) != allowed
+            {
+                attempt += 1;
+                let wait = rpc::retry_wait(attempt, self.random());
+                // The retry must start within the window, and is a request like any other.
+                if first.elapsed() + wait <= rpc::RETRY_WINDOW && self.shared.budget.take() {
+                    self.shared.recorder.record_retry(rpc);
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+            }
+            break (outcome, latency);
+        };
         let (result, failure, response_bytes) = match outcome {
             Ok(Ok(response)) => {
                 let response = response.into_inner();

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::cost::{self, Prices, Projection};
 use super::rpc::Rpc;
-use super::stats::{Failure, Phase};
+use super::stats::{self, Failure, Phase};
 use super::{Outcome, Plan};
 
 /// Settings worth repeating next to the results.
@@ -47,6 +47,7 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
     let mut latency = serde_json::Map::new();
     let mut settled_latency = serde_json::Map::new();
     let mut errors_by_rpc = serde_json::Map::new();
+    let mut retried = serde_json::Map::new();
     for &rpc in Rpc::ALL {
         let t = &outcome.totals[rpc.index()];
         if t.calls() == 0 {
@@ -76,6 +77,9 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         }
         if !t.failures.is_empty() {
             errors_by_rpc.insert(rpc.name().into(), failures_json(&t.failures));
+        }
+        if t.retried > 0 {
+            retried.insert(rpc.name().into(), json!(t.retried));
         }
     }
     let per_piped: Vec<Value> = outcome
@@ -118,6 +122,10 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         "errors": outcome.errors(),
         "errors_by_status": errors_by_status(outcome),
         "errors_by_rpc": errors_by_rpc,
+        // Attempts turned away with UNAVAILABLE and made again within the minute (each a
+        // request, not a call; see `rpc::retry_wait`).
+        "retried_unavailable": outcome.retried(),
+        "retried_by_rpc": retried,
         "calls": calls,
         "startup_calls": startup,
         "deployment_calls": deployment,
@@ -135,6 +143,17 @@ pub fn json(outcome: &Outcome, ctx: &Context<'_>) -> Value {
         "prices_as_of": cost::PRICES_AS_OF,
         "per_piped": per_piped,
         "settling": settling_json(outcome),
+        // How late the simulator's own runtime woke (stats::Lag): latencies of the same
+        // order measure the simulator, not the server.
+        "simulator_lag_ms": {
+            "p50": round3(stats::ms_at(&outcome.lag.all_us, 0.50)),
+            "p99": round3(stats::ms_at(&outcome.lag.all_us, 0.99)),
+            "max": round3(stats::ms_at(&outcome.lag.all_us, 1.0)),
+            "after_2m": {
+                "p50": round3(stats::ms_at(&outcome.lag.settled_us, 0.50)),
+                "p99": round3(stats::ms_at(&outcome.lag.settled_us, 0.99)),
+            },
+        },
         "timeline_10s": outcome.timeline.iter().map(|b| json!([b.calls, b.failed])).collect::<Vec<_>>(),
         "flood": outcome.flood.as_ref().map(|f| json!({
             "rate_per_sec": f.rate_per_sec,
@@ -252,14 +271,22 @@ pub fn text(outcome: &Outcome, ctx: &Context<'_>) -> String {
     );
     let _ = writeln!(
         out,
-        "requests: {} made of at most {}; {} failed; deployments: {} triggered, {} completed",
+        "requests: {} made of at most {}; {} failed ({} attempts turned away with UNAVAILABLE retried within the minute); deployments: {} triggered, {} completed",
         outcome.requests,
         outcome.budget,
         outcome.errors(),
+        outcome.retried(),
         outcome.deployments_triggered,
         outcome.deployments_completed,
     );
     let settled = settling(outcome);
+    let _ = writeln!(
+        out,
+        "simulator's own lag (how late its runtime woke): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; latencies of that order are the simulator's, not the server's",
+        stats::ms_at(&outcome.lag.all_us, 0.50),
+        stats::ms_at(&outcome.lag.all_us, 0.99),
+        stats::ms_at(&outcome.lag.all_us, 1.0),
+    );
     let _ = writeln!(
         out,
         "settling: {:.3}% of calls succeeded after the first 2 min; {} failed after the 5th; last failure in the 10 s ending at {} s",
@@ -464,6 +491,7 @@ mod settling_tests {
             deployments_completed: 0,
             flood: None,
             timeline,
+            lag: crate::stats::Lag::new().expect("valid histogram bounds"),
         }
     }
 

@@ -35,6 +35,32 @@ pub const LIVE_STATE_SNAPSHOT: Duration = Duration::from_secs(600);
 /// when there are some (here: the resources a finished deployment changed).
 pub const LIVE_STATE_EVENTS: Duration = Duration::from_secs(5);
 
+/// How long a simulated piped keeps retrying a call turned away with `UNAVAILABLE`: a
+/// call that has not succeeded a minute after its first attempt failed (issue 34).
+pub const RETRY_WINDOW: Duration = Duration::from_secs(60);
+
+/// The wait before retry number `attempt` (1 for the first retry) of a call turned away
+/// with `UNAVAILABLE`, `uniform` being a random number in [0, 1): upstream's
+/// `pipedservice.NewRetry` (`pkg/app/server/service/pipedservice/retry.go`), an
+/// exponential backoff with full jitter (`pkg/backoff/exponential.go`) from 2 s, capped
+/// at a minute. Upstream's reporters (stage and deployment status, piped meta, the most
+/// recent deployment) retry so; its polling stores make the same call again at their
+/// next tick (5–60 s later).
+/// Deviation: every simulated call retries with this backoff, polls included (instead of
+/// at the next tick), and only on `UNAVAILABLE` (upstream also retries other codes it
+/// deems transient, such as `INTERNAL`, which the simulator counts as failures at once).
+pub fn retry_wait(attempt: u32, uniform: f64) -> Duration {
+    const BASE: Duration = Duration::from_secs(2);
+    const MAX: Duration = Duration::from_secs(60);
+    if attempt == 0 {
+        return Duration::ZERO;
+    }
+    let ceiling = BASE
+        .checked_mul(1u32 << (attempt - 1).min(16))
+        .map_or(MAX, |d| d.min(MAX));
+    ceiling.mul_f64(uniform.clamp(0.0, 1.0))
+}
+
 macro_rules! rpcs {
     ($($variant:ident),* $(,)?) => {
         /// One PipedService method.
@@ -221,6 +247,18 @@ mod tests {
         // The bound leaves out the two induced reports and includes the one-off lookup.
         assert_eq!(total, MAX_CALLS_PER_DEPLOYMENT - 1 + 2);
         assert_eq!(calls_per_deployment(Rpc::ListUnhandledCommands), 0);
+    }
+
+    #[test]
+    fn retry_backoff_is_upstreams() {
+        // Full jitter: the ceiling doubles from 2 s and stops at a minute.
+        assert_eq!(retry_wait(0, 0.9), Duration::ZERO);
+        assert_eq!(retry_wait(1, 1.0), Duration::from_secs(2));
+        assert_eq!(retry_wait(2, 1.0), Duration::from_secs(4));
+        assert_eq!(retry_wait(3, 0.5), Duration::from_secs(4));
+        assert_eq!(retry_wait(6, 1.0), Duration::from_secs(60));
+        assert_eq!(retry_wait(40, 1.0), Duration::from_secs(60));
+        assert_eq!(retry_wait(4, 0.0), Duration::ZERO);
     }
 
     #[test]

@@ -116,6 +116,9 @@ impl Failure {
 pub struct RpcTotals {
     pub ok: u64,
     pub failures: BTreeMap<Failure, u64>,
+    /// Attempts turned away with `UNAVAILABLE` and made again (each a request to the
+    /// server, not a call of its own: the call's outcome is its last attempt's).
+    pub retried: u64,
     /// Calls (either outcome), billed time and bytes, indexed by `Phase as usize`.
     pub phases: [PhaseTotals; 3],
     /// Latency of every call, in microseconds.
@@ -134,6 +137,7 @@ impl RpcTotals {
         Ok(RpcTotals {
             ok: 0,
             failures: BTreeMap::new(),
+            retried: 0,
             phases: [PhaseTotals::default(); 3],
             // 1 µs to 10 minutes at 3 significant digits; longer values are clamped.
             latency_us: Histogram::new_with_bounds(1, 600_000_000, 3)?,
@@ -189,6 +193,7 @@ pub struct Recorder {
     started: std::time::Instant,
     calls: AtomicU64,
     failed: AtomicU64,
+    retried: AtomicU64,
     deployments_triggered: AtomicU64,
     deployments_completed: AtomicU64,
 }
@@ -205,6 +210,7 @@ impl Recorder {
             started: std::time::Instant::now(),
             calls: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
             deployments_triggered: AtomicU64::new(0),
             deployments_completed: AtomicU64::new(0),
         })
@@ -236,6 +242,22 @@ impl Recorder {
         if self.started.elapsed() >= SETTLED_AFTER {
             t.settled_latency_us.saturating_record(micros.max(1));
         }
+    }
+
+    /// An attempt of `rpc` turned away with `UNAVAILABLE`, to be made again: counted
+    /// apart (not a call, not a failure, not in the latencies).
+    pub fn record_retry(&self, rpc: Rpc) {
+        self.retried.fetch_add(1, Ordering::Relaxed);
+        let mut totals = match self.totals.lock() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        totals[rpc.index()].retried += 1;
+    }
+
+    /// Attempts made again so far.
+    pub fn retried(&self) -> u64 {
+        self.retried.load(Ordering::Relaxed)
     }
 
     /// Turns one success of `rpc` already recorded into `failure` (an OK status whose
@@ -311,6 +333,62 @@ impl Recorder {
     }
 }
 
+/// How late the simulator's own runtime runs: a probe task asks to wake every
+/// [`LAG_PROBE_EVERY`] and records how long after that instant it actually ran. A call's
+/// latency includes this lag (the response waits for the runtime like the probe does),
+/// so when it is of the order of the calls' latencies, they measure the simulator, not
+/// the server.
+#[derive(Debug)]
+pub struct Lag {
+    /// Lateness of every wake-up, in microseconds: over the run, and after the first
+    /// [`SETTLED_AFTER`].
+    pub all_us: Histogram<u64>,
+    pub settled_us: Histogram<u64>,
+}
+
+/// Period of the lag probe.
+pub const LAG_PROBE_EVERY: Duration = Duration::from_millis(100);
+
+impl Lag {
+    pub fn new() -> Result<Self, hdrhistogram::CreationError> {
+        Ok(Lag {
+            all_us: Histogram::new_with_bounds(1, 600_000_000, 3)?,
+            settled_us: Histogram::new_with_bounds(1, 600_000_000, 3)?,
+        })
+    }
+
+    /// Probes until `deadline`; `started` is the run's start.
+    pub async fn probe(
+        mut self,
+        started: tokio::time::Instant,
+        deadline: tokio::time::Instant,
+    ) -> Lag {
+        let mut due = tokio::time::Instant::now() + LAG_PROBE_EVERY;
+        while due < deadline {
+            tokio::time::sleep_until(due).await;
+            let now = tokio::time::Instant::now();
+            let late = u64::try_from(now.saturating_duration_since(due).as_micros())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            self.all_us.saturating_record(late);
+            if now.saturating_duration_since(started) >= SETTLED_AFTER {
+                self.settled_us.saturating_record(late);
+            }
+            // The next wake-up is asked from now: a late one does not make a burst.
+            due = now + LAG_PROBE_EVERY;
+        }
+        self
+    }
+}
+
+/// Milliseconds at `quantile` of a histogram in microseconds (0 when empty).
+pub fn ms_at(h: &Histogram<u64>, quantile: f64) -> f64 {
+    if h.is_empty() {
+        return 0.0;
+    }
+    h.value_at_quantile(quantile) as f64 / 1000.0
+}
+
 /// Calls one simulated piped made, per RPC.
 #[derive(Debug)]
 pub struct PipedCounters {
@@ -339,6 +417,22 @@ impl PipedCounters {
 mod tests {
     use super::*;
     use tonic::Code;
+
+    /// The probe wakes once a period until the deadline (at most 3 times in 350 ms, at
+    /// least once however late) and records each wake-up; none in the settled part of a
+    /// run shorter than it.
+    #[tokio::test]
+    async fn lag_probe_records_each_wake_up() {
+        let start = tokio::time::Instant::now();
+        let lag = Lag::new()
+            .expect("valid histogram bounds")
+            .probe(start, start + Duration::from_millis(350))
+            .await;
+        assert!((1..=3).contains(&lag.all_us.len()), "{}", lag.all_us.len());
+        assert!(lag.all_us.min() >= 1);
+        assert!(lag.settled_us.is_empty());
+        assert_eq!(ms_at(&lag.settled_us, 0.99), 0.0);
+    }
 
     #[test]
     fn budget_refuses_beyond_its_limit() {

@@ -23,6 +23,12 @@
 //! loses no answered write; a power cut (or an OS crash) may lose the groups committed
 //! since the last checkpoint's `fsync`, never corrupt the file.
 //!
+//! Checkpoints (copying the WAL back into the database file, with an `fsync` of each)
+//! run on a thread of their own ([`CHECKPOINT_EVERY`], `PASSIVE`: they never block the
+//! writer or a reader), not on the writer: SQLite's automatic checkpoint runs inside the
+//! commit that crosses its threshold, so every write queued behind that commit waited
+//! for two `fsync`s (tens of milliseconds each on a busy disk).
+//!
 //! Reads of a file database go to a small pool of read-only connections, which WAL lets
 //! run beside the writer, so a burst of polls does not queue behind one lock. A read runs
 //! on the calling thread when a reader is idle (an indexed read takes microseconds and a
@@ -98,6 +104,8 @@ struct Inner {
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
     path: Option<PathBuf>,
+    /// The checkpoint thread (file databases) stops once this is dropped.
+    _checkpoints: Option<std::sync::mpsc::Sender<()>>,
 }
 
 /// Read connections per file database: enough to keep both cores of a small machine
@@ -106,6 +114,10 @@ const READERS: usize = 4;
 
 /// Prepared statements kept per connection (the record paths use a dozen or so shapes).
 const STATEMENT_CACHE: usize = 64;
+
+/// How often the checkpoint thread copies the WAL back into the database file (a
+/// checkpoint with nothing new to copy costs nothing).
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// Most writes committed in one transaction by the writer thread: a bound on how long
 /// the first of them waits for the others (each takes some microseconds).
@@ -279,6 +291,17 @@ fn commit_group(conn: &Connection, group: Vec<Box<dyn Write>>) {
     }
 }
 
+/// The checkpoint thread: every [`CHECKPOINT_EVERY`], a `PASSIVE` checkpoint (it copies
+/// what no reader still needs and waits for no one), until `stop`'s sender is dropped.
+/// A checkpoint that fails (another process's checkpoint holds the lock: `SQLITE_BUSY`)
+/// is made at the next turn; the WAL only grows meanwhile.
+fn checkpoints(conn: Connection, stop: std::sync::mpsc::Receiver<()>) {
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY)
+    {
+        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    }
+}
+
 fn savepoint(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
@@ -340,8 +363,34 @@ impl SqliteDatastore {
             configure(&reader)?;
             readers.push(Mutex::new(reader));
         }
+        // The writer's commits no longer checkpoint; the checkpoint thread does, on a
+        // connection of its own.
+        datastore
+            .inner
+            .conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(map_err)?;
+        let checkpointer = Connection::open(path).map_err(|e| {
+            StoreError::unavailable_from(
+                format!("opening sqlite database {} to checkpoint", path.display()),
+                e,
+            )
+        })?;
+        checkpointer.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
+        let (stop, stopped) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || checkpoints(checkpointer, stopped))
+            .map_err(|e| {
+                StoreError::unavailable_from("starting the sqlite checkpoint thread", e)
+            })?;
         match Arc::get_mut(&mut datastore.inner) {
-            Some(inner) => inner.readers = readers,
+            Some(inner) => {
+                inner.readers = readers;
+                inner._checkpoints = Some(stop);
+            }
             None => {
                 return Err(StoreError::internal("sqlite handle shared during open"));
             }
@@ -372,6 +421,7 @@ impl SqliteDatastore {
                 readers: Vec::new(),
                 next_reader: AtomicUsize::new(0),
                 path,
+                _checkpoints: None,
             }),
         })
     }
@@ -983,6 +1033,60 @@ mod tests {
             let plan = plan(&conn, &sql, values);
             assert!(plan.contains("USING INDEX"), "scan: {plan}");
             assert!(!plan.contains("TEMP B-TREE"), "scan sorts: {plan}");
+        }
+    }
+
+    /// The writer's commits do not checkpoint (SQLite's automatic checkpoint made every
+    /// write queued behind the commit crossing its threshold wait for two `fsync`s); the
+    /// checkpoint thread does: what is written reaches the database file itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn checkpoints_run_beside_the_writer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("wisp.db");
+        let ds = SqliteDatastore::open(&path).expect("open");
+        let autocheckpoint: i64 = ds
+            .inner
+            .conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .query_row("PRAGMA wal_autocheckpoint", [], |row| row.get(0))
+            .expect("pragma");
+        assert_eq!(
+            autocheckpoint, 0,
+            "the writer's commits must not checkpoint"
+        );
+        const RECORDS: usize = 2000;
+        const BYTES: usize = 1000;
+        let writes: Vec<_> = (0..RECORDS)
+            .map(|i| {
+                let ds = ds.clone();
+                tokio::spawn(async move {
+                    let record = Record {
+                        id: format!("r{i:05}"),
+                        project_id: "p".into(),
+                        version: 0,
+                        data: vec![(i % 251) as u8; BYTES],
+                        indexes: Default::default(),
+                        expires_at: None,
+                    };
+                    ds.create(Kind::Event, record).await
+                })
+            })
+            .collect();
+        for write in writes {
+            write.await.expect("task").expect("create");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let size = std::fs::metadata(&path).expect("database file").len();
+            if size >= (RECORDS * BYTES) as u64 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writes never reached the database file ({size} bytes)"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

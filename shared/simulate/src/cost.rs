@@ -175,16 +175,16 @@ pub struct StoreUnits {
 }
 
 /// A warm piped-api invocation's own work, in ms: the handler's time less the time it
-/// awaits the stores. The server's CPU per poll is 44 µs (benches/README.md, the poll
-/// bench), and `wisp serve`'s p50 poll on DynamoDB Local exceeds its p50 DynamoDB request
-/// by less than 0.1 ms (benches/README.md "Lambda: a poll's handler time").
+/// awaits the stores, p50 of ListUnhandledCommands through the real bootstrap (97 µs;
+/// ReportStat 254 µs). Measured with `scripts/measure-lambdas` (benches/README.md
+/// "Lambda: a poll's handler time").
 pub const HANDLER_OWN_MS: f64 = 0.1;
 
-/// One DynamoDB request as the handler awaits it, in ms: the p50 of `wisp serve`'s Query
-/// and GetItem against DynamoDB Local on loopback (4.6 and 4.7 ms; the AWS SDK's signing
-/// and (de)serialisation included), in the same measurement. S3 requests are billed the
-/// same. A measured figure, not a price: `--price` does not override it.
-pub const STORE_REQUEST_MS: f64 = 4.7;
+/// One DynamoDB request as the handler awaits it, in ms: the p50 store time of
+/// ListUnhandledCommands (its one Query) through the same bootstrap against DynamoDB
+/// Local on loopback, the AWS SDK's signing and (de)serialisation included. S3 requests
+/// are billed the same. A measured figure, not a price: `--price` does not override it.
+pub const STORE_REQUEST_MS: f64 = 3.3;
 
 /// Lambda's billed duration of one warm call of `rpc` (whole milliseconds, at least 1):
 /// the handler's own work plus its store requests.

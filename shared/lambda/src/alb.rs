@@ -15,12 +15,15 @@
 //!   no trailers;
 //! - compresses the body (`Content-Encoding: gzip`) when the request accepts gzip and
 //!   the body is worth it: a browser inflates it below the gRPC-web client, so a large
-//!   WebService answer (a stage log, a live state) fits the 1 MB several times over.
+//!   WebService answer (a stage log, a live state) fits the 1 MB several times over;
+//! - times each request, and the part of it spent awaiting the stores, in a debug log
+//!   line (target `wisp_lambda::timing`) that `scripts/measure-lambdas` reads.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{
@@ -108,17 +111,38 @@ where
             parts.extensions.insert(client);
         }
         let path = parts.uri.path().to_string();
+        let started = Instant::now();
         let call = self
             .inner
             .call(http::Request::from_parts(parts, Full::new(bytes)));
         Box::pin(async move {
-            let Ok(response) = call.await;
-            let answer = into_alb_response(response, &protocol, &path, gzip).await;
-            // Lambda may freeze the process after the answer: write the metrics now.
-            wisp_telemetry::emf::flush();
+            let (answer, store) = wisp_store::metered::time_store_waits(async {
+                let Ok(response) = call.await;
+                let answer = into_alb_response(response, &protocol, &path, gzip).await;
+                // Lambda may freeze the process after the answer: write the metrics now.
+                wisp_telemetry::emf::flush();
+                answer
+            })
+            .await;
+            // What a warm invocation costs, with the stores' share (scripts/measure-lambdas
+            // turns this on with `WISP_LOG=info,wisp_lambda::timing=debug`).
+            let handler_us = micros(started.elapsed());
+            let store_us = micros(store);
+            tracing::debug!(
+                target: "wisp_lambda::timing",
+                path,
+                handler_us,
+                store_us,
+                own_us = handler_us.saturating_sub(store_us),
+                "invocation timed"
+            );
             Ok(answer)
         })
     }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// gRPC (content type `application/grpc…`, gRPC-web included) or anything else.

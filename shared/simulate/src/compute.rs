@@ -907,7 +907,7 @@ mod tests {
             s3_get: 0.0,
             s3_put: 0.0,
             message_bytes: 907_200.0 * 100.0,
-            gb_seconds: 907_200.0 * 0.010 * 0.125,
+            gb_seconds: cost::default_cadence_billed_secs() * 0.125,
             lambda_memory_gb: 0.125,
         }
     }
@@ -1075,7 +1075,7 @@ mod docs {
             s3_get: 0.0,
             s3_put: 0.0,
             message_bytes: 907_200.0 * 100.0,
-            gb_seconds: 907_200.0 * 0.010 * 0.125,
+            gb_seconds: cost::default_cadence_billed_secs() * 0.125,
             lambda_memory_gb: 0.125,
         };
         let mut missing = Vec::new();

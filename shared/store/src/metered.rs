@@ -2,7 +2,12 @@
 //! (`wisp_app::stores::open`), so that every operation of every entry point is counted by
 //! store, backend, kind, operation and outcome, and timed; cache reads are also counted as
 //! hits and misses. Names and labels: `wisp_telemetry`.
+//!
+//! [`time_store_waits`] also adds up, for one request, how long it awaited the stores
+//! (all but the in-process cache), so that a request's own time can be told from its
+//! stores' (the Lambda adapter logs both per invocation at debug level: issue 34).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -14,6 +19,23 @@ use crate::cache::Cache;
 use crate::datastore::{Datastore, Kind, Page, Query, Record};
 use crate::error::{Result, StoreError};
 use crate::filestore::{Filestore, ListPage, Object, ObjectMeta, PresignedGet, PutCondition};
+
+tokio::task_local! {
+    /// Time the current request spent awaiting stores (not the in-process cache).
+    static STORE_WAIT: Cell<Duration>;
+}
+
+/// Runs `work` and returns its output with the time its store operations took (every
+/// backend but the in-process cache, whose time is the caller's own; operations awaited
+/// in this task, one after another as a request makes them).
+pub async fn time_store_waits<F: Future>(work: F) -> (F::Output, Duration) {
+    STORE_WAIT
+        .scope(Cell::new(Duration::ZERO), async move {
+            let output = work.await;
+            (output, STORE_WAIT.with(Cell::get))
+        })
+        .await
+}
 
 /// The outcome label of a store error.
 fn outcome(error: &StoreError) -> &'static str {
@@ -53,16 +75,14 @@ impl Labels {
         );
         let started = Instant::now();
         let result = tracing::Instrument::instrument(work, span.clone()).await;
+        let took = started.elapsed();
         let outcome = result.as_ref().map_or_else(outcome, |_| "ok");
         span.record("outcome", outcome);
-        wisp_telemetry::record_store_operation(
-            self.store,
-            self.backend,
-            kind,
-            op,
-            outcome,
-            started.elapsed(),
-        );
+        if self.backend != "memory" {
+            // Outside a timed request (jobs, `wisp serve`'s calls): nothing to add to.
+            let _ = STORE_WAIT.try_with(|wait| wait.set(wait.get() + took));
+        }
+        wisp_telemetry::record_store_operation(self.store, self.backend, kind, op, outcome, took);
         result
     }
 }

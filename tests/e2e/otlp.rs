@@ -93,6 +93,29 @@ fn collector() -> (Received, std::net::SocketAddr) {
 
 /// `wisp serve` exporting to `collector`, its batches sent every `delay_ms`, and a piped
 /// registered on it.
+/// `wisp piped add` in the quickstart project, as a separate process on `dir`.
+fn add_piped(dir: &std::path::Path, name: &str) -> support::Piped {
+    let out = support::run_cli(
+        dir,
+        &[
+            "piped",
+            "add",
+            "--project",
+            QUICKSTART,
+            "--name",
+            name,
+            "--json",
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let added: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    support::Piped {
+        project: QUICKSTART.to_owned(),
+        id: added["id"].as_str().expect("id").to_owned(),
+        key: added["key"].as_str().expect("key").to_owned(),
+    }
+}
+
 fn traced_server(
     dir: &std::path::Path,
     collector: std::net::SocketAddr,
@@ -107,25 +130,7 @@ fn traced_server(
         delay_ms.to_string().into(),
     )];
     let server = Server::start_with(dir, &args, &env);
-    let out = support::run_cli(
-        dir,
-        &[
-            "piped",
-            "add",
-            "--project",
-            QUICKSTART,
-            "--name",
-            "traced",
-            "--json",
-        ],
-    );
-    assert_eq!(out.code, 0, "{out:?}");
-    let added: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
-    let piped = support::Piped {
-        project: QUICKSTART.to_owned(),
-        id: added["id"].as_str().expect("id").to_owned(),
-        key: added["key"].as_str().expect("key").to_owned(),
-    };
+    let piped = add_piped(dir, "traced");
     (server, piped)
 }
 
@@ -459,25 +464,7 @@ async fn an_oversized_export_is_refused_naming_wisps_limit() {
 async fn without_an_endpoint_a_pipeds_spans_are_answered_ok_and_dropped() {
     let dir = support::empty_data_dir();
     let server = Server::start(dir.path());
-    let out = support::run_cli(
-        dir.path(),
-        &[
-            "piped",
-            "add",
-            "--project",
-            QUICKSTART,
-            "--name",
-            "p",
-            "--json",
-        ],
-    );
-    assert_eq!(out.code, 0, "{out:?}");
-    let added: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
-    let authorization = format!(
-        "PIPED-TOKEN {QUICKSTART},{},{}",
-        added["id"].as_str().expect("id"),
-        added["key"].as_str().expect("key")
-    );
+    let authorization = add_piped(dir.path(), "p").authorization();
     trace_client(server.addr(), &authorization)
         .await
         .export(forged_export("dropped", 0))
@@ -841,25 +828,8 @@ async fn otlp_http_past_the_pipeds_rate_is_429_with_retry_after() {
         "1".into(),
     ];
     let server = Server::start_with(dir.path(), &args, &[]);
-    let out = support::run_cli(
-        dir.path(),
-        &[
-            "piped",
-            "add",
-            "--project",
-            QUICKSTART,
-            "--name",
-            "rated",
-            "--json",
-        ],
-    );
-    assert_eq!(out.code, 0, "{out:?}");
-    let added: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
-    let bearer = format!(
-        "Bearer {QUICKSTART},{},{}",
-        added["id"].as_str().expect("id"),
-        added["key"].as_str().expect("key")
-    );
+    let piped = add_piped(dir.path(), "rated");
+    let bearer = format!("Bearer {QUICKSTART},{},{}", piped.id, piped.key);
     // A burst of five, then one a second: the calls come faster than that.
     let mut rated = None;
     for n in 0..50 {

@@ -128,7 +128,12 @@ impl PollAnswers {
         keys.dedup();
         for key in keys {
             if let Err(e) = self.cache.put(&key, new_token(), None).await {
-                tracing::warn!(key, error = %crate::error::chain(&e), "poll answers: change token not written; answers may lag by up to a minute");
+                tracing::warn!(
+                    key,
+                    error = %crate::error::chain(&e),
+                    max_lag_secs = MAX_AGE.as_secs(),
+                    "poll answers: change token not written; answers may lag until they expire"
+                );
             }
         }
     }

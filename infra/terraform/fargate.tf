@@ -1,5 +1,6 @@
 # compute = "fargate": `wisp serve` (the container image, scripts/image) as an ECS service
-# on arm64 behind the same load balancer, on the same table, bucket and secrets. PipedService
+# (arm64 on on-demand Fargate; x86_64 when fargate_capacity puts tasks on Fargate Spot)
+# behind the same load balancer, on the same table, bucket and secrets. PipedService
 # and APIService reach the tasks as native gRPC through a gRPC target group (pipeds and
 # pipectl connect without `wisp bridge`); everything else (WebService's gRPC-web, the
 # console, /auth/*, /healthz) through an HTTP target group. The scheduled jobs stay on
@@ -11,6 +12,33 @@ locals {
 
   # The port `wisp serve` listens on inside the task (h2c gRPC and HTTP/1.1 on one port).
   task_port = 8080
+
+  # Fargate Spot runs only Linux x86_64 tasks; one task definition serves every task of
+  # the service, so with any task on Spot all of them are x86_64 (the on-demand base of
+  # "mixed" too). On-demand alone stays on arm64, a fifth cheaper per vCPU-hour.
+  spot              = var.fargate_capacity != "on-demand"
+  task_architecture = local.spot ? "X86_64" : "ARM64"
+
+  # The service's capacity provider strategy. Always a strategy, never `launch_type`
+  # (the two exclude each other): a move between the three values is then an update of
+  # the strategy in place (a new deployment, force_new_deployment below), not a
+  # replacement of the service. "mixed": the first on_demand_base tasks on FARGATE
+  # (weight 0: none beyond the base), every further one on FARGATE_SPOT, so a reclaim
+  # of Spot capacity never takes the service to zero tasks.
+  capacity_strategy = {
+    "on-demand" = [{ capacity_provider = "FARGATE", base = 0, weight = 1 }]
+    spot        = [{ capacity_provider = "FARGATE_SPOT", base = 0, weight = 1 }]
+    mixed = [
+      { capacity_provider = "FARGATE", base = var.fargate.on_demand_base, weight = 0 },
+      { capacity_provider = "FARGATE_SPOT", base = 0, weight = 1 },
+    ]
+  }[var.fargate_capacity]
+
+  # Seconds the load balancer keeps a stopping task's in-flight requests (both target
+  # groups). With Spot, this delay and stopTimeout together must fit in the two minutes
+  # between the reclaim notice (SIGTERM) and the task's end: the service checks it.
+  task_deregistration_delay = 30
+  spot_notice_seconds       = 120
 
   # The roles whose grants the task role holds: every one that serves a route. Not the
   # jobs': the tasks run none (WISP_NO_JOBS).
@@ -54,6 +82,22 @@ resource "aws_ecs_cluster" "this" {
   }
 
   tags = local.tags
+}
+
+# Both Fargate capacity providers, whatever fargate_capacity says: a switch between its
+# values then changes the service's strategy only, never the cluster under a running
+# service. Anything started in the cluster without a strategy (`aws ecs run-task` of an
+# admin command) runs on-demand.
+resource "aws_ecs_cluster_capacity_providers" "this" {
+  count              = local.fargate_count
+  cluster_name       = aws_ecs_cluster.this[0].name
+  capacity_providers = ["FARGATE", "FARGATE_SPOT"]
+
+  default_capacity_provider_strategy {
+    capacity_provider = "FARGATE"
+    base              = 0
+    weight            = 1
+  }
 }
 
 resource "aws_cloudwatch_log_group" "task" {
@@ -177,7 +221,7 @@ resource "aws_ecs_task_definition" "serve" {
 
   runtime_platform {
     operating_system_family = "LINUX"
-    cpu_architecture        = "ARM64"
+    cpu_architecture        = local.task_architecture
   }
 
   container_definitions = jsonencode([{
@@ -208,7 +252,7 @@ resource "aws_ecs_task_definition" "serve" {
   lifecycle {
     precondition {
       condition     = var.fargate.image != null
-      error_message = "compute = \"fargate\" needs fargate.image: the image scripts/image builds (arm64), pushed to a registry the tasks can pull from (e.g. <account>.dkr.ecr.<region>.amazonaws.com/wisp:<version>)."
+      error_message = "compute = \"fargate\" needs fargate.image: the image scripts/image builds (${local.spot ? "amd64: fargate_capacity puts tasks on Fargate Spot, which runs x86_64 only; --arch all or amd64" : "arm64"}), pushed to a registry the tasks can pull from (e.g. <account>.dkr.ecr.<region>.amazonaws.com/wisp:<version>)."
     }
     precondition {
       condition     = length(var.private_subnet_ids) >= 2
@@ -282,12 +326,24 @@ resource "aws_ecs_service" "serve" {
   cluster                 = aws_ecs_cluster.this[0].id
   task_definition         = aws_ecs_task_definition.serve[0].arn
   desired_count           = var.fargate.min_tasks
-  launch_type             = "FARGATE"
   platform_version        = "LATEST"
   propagate_tags          = "SERVICE"
   enable_ecs_managed_tags = true
   # A new task gets this long to answer its first health checks.
   health_check_grace_period_seconds = 60
+
+  # fargate_capacity: on-demand Fargate, Fargate Spot, or an on-demand base and Spot.
+  # The provider replaces a service whose strategy changes unless force_new_deployment
+  # is set; with it, a changed strategy is a new deployment of the same service.
+  dynamic "capacity_provider_strategy" {
+    for_each = local.capacity_strategy
+    content {
+      capacity_provider = capacity_provider_strategy.value.capacity_provider
+      base              = capacity_provider_strategy.value.base
+      weight            = capacity_provider_strategy.value.weight
+    }
+  }
+  force_new_deployment = true
 
   # Fargate spreads a service's tasks across the subnets' availability zones.
   network_configuration {
@@ -322,9 +378,22 @@ resource "aws_ecs_service" "serve" {
   # The autoscaling policies move desired_count.
   lifecycle {
     ignore_changes = [desired_count]
+
+    # A Spot task gets SIGTERM with the reclaim notice and is gone two minutes later; it
+    # may stay registered in the target groups until it stops (AWS's note on Fargate Spot
+    # behind a load balancer). The drain as an ordinary stop runs it (the deregistration
+    # delay, then stopTimeout) must fit in those two minutes.
+    precondition {
+      condition     = !local.spot || local.task_deregistration_delay + var.fargate.stop_timeout <= local.spot_notice_seconds
+      error_message = "fargate_capacity = \"${var.fargate_capacity}\" puts tasks on Fargate Spot, which stops a reclaimed task two minutes (${local.spot_notice_seconds} s) after its notice: the target groups' deregistration delay (${local.task_deregistration_delay} s) plus fargate.stop_timeout (${var.fargate.stop_timeout} s) must fit in it; set stop_timeout to at most ${local.spot_notice_seconds - local.task_deregistration_delay}."
+    }
+    precondition {
+      condition     = var.fargate_capacity != "mixed" || var.fargate.on_demand_base < var.fargate.max_tasks
+      error_message = "fargate.on_demand_base (${var.fargate.on_demand_base}) is not below fargate.max_tasks (${var.fargate.max_tasks}): no task would ever run on Spot; use fargate_capacity = \"on-demand\" instead."
+    }
   }
 
-  depends_on = [aws_lb_listener.https, aws_lb_listener_rule.grpc, aws_iam_role_policy.task]
+  depends_on = [aws_lb_listener.https, aws_lb_listener_rule.grpc, aws_iam_role_policy.task, aws_ecs_cluster_capacity_providers.this]
 }
 
 # ---------------------------------------------------------------------------
@@ -340,7 +409,8 @@ resource "aws_lb_target_group" "grpc" {
   protocol         = "HTTP"
   protocol_version = "GRPC"
   # The task gets SIGTERM after this: by then the load balancer sends it nothing new.
-  deregistration_delay = 30
+  # (Not so for a Spot reclaim, whose notice is the SIGTERM: docs/DEPLOY.md "Fargate Spot".)
+  deregistration_delay = local.task_deregistration_delay
 
   # A PipedService call without credentials: `wisp serve` answers UNAUTHENTICATED (16)
   # from its gRPC stack without reading a store. (The ALB's default, a call to
@@ -368,7 +438,7 @@ resource "aws_lb_target_group" "web" {
   port                 = local.task_port
   protocol             = "HTTP"
   protocol_version     = "HTTP1"
-  deregistration_delay = 30
+  deregistration_delay = local.task_deregistration_delay
 
   health_check {
     enabled             = true

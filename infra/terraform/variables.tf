@@ -575,7 +575,7 @@ variable "create_dashboard" {
 # Compute
 
 variable "compute" {
-  description = "What serves the routes: \"lambda\" (a function per service, pipeds through wisp bridge) or \"fargate\" (wisp serve as an ECS service on arm64, native gRPC for pipeds and pipectl, settings in fargate). The table, bucket, secrets and the jobs function are the same in both; docs/DEPLOY.md \"Fargate\" says how to switch."
+  description = "What serves the routes: \"lambda\" (a function per service, pipeds through wisp bridge) or \"fargate\" (wisp serve as an ECS service, arm64 or on Spot x86_64 by fargate_capacity, native gRPC for pipeds and pipectl, settings in fargate). The table, bucket, secrets and the jobs function are the same in both; docs/DEPLOY.md \"Fargate\" says how to switch."
   type        = string
   default     = "lambda"
   nullable    = false
@@ -587,7 +587,7 @@ variable "compute" {
 }
 
 variable "fargate" {
-  description = "With compute = \"fargate\": image (required: the arm64 image scripts/image builds, in a registry the tasks pull from), cpu and memory of a task (Fargate units), min_tasks and max_tasks (autoscaling bounds; min_tasks at least 2, across private_subnet_ids' zones), cpu_target (average CPU %) and requests_per_target (gRPC requests per task per minute) that autoscaling keeps, stop_timeout (seconds from SIGTERM to SIGKILL), assign_public_ip (tasks in public subnets, without NAT). docs/COSTS.md gives a task size per fleet size."
+  description = "With compute = \"fargate\": image (required: the image scripts/image builds, in a registry the tasks pull from; arm64, or amd64 with Spot in fargate_capacity), cpu and memory of a task (Fargate units), min_tasks and max_tasks (autoscaling bounds; min_tasks at least 2, across private_subnet_ids' zones), cpu_target (average CPU %) and requests_per_target (gRPC requests per task per minute) that autoscaling keeps, stop_timeout (seconds from SIGTERM to SIGKILL), assign_public_ip (tasks in public subnets, without NAT), on_demand_base (with fargate_capacity = \"mixed\": the tasks kept on on-demand Fargate, 1). docs/COSTS.md gives a task size per fleet size."
   type = object({
     image               = optional(string)
     cpu                 = optional(number, 512)
@@ -598,6 +598,7 @@ variable "fargate" {
     requests_per_target = optional(number, 60000)
     stop_timeout        = optional(number, 30)
     assign_public_ip    = optional(bool, false)
+    on_demand_base      = optional(number, 1)
   })
   default  = {}
   nullable = false
@@ -610,5 +611,27 @@ variable "fargate" {
   validation {
     condition     = var.fargate.stop_timeout >= 15 && var.fargate.stop_timeout <= 120
     error_message = "fargate.stop_timeout: from 15 (wisp serve drains for up to 10 s) to 120 seconds (Fargate's most)."
+  }
+
+  validation {
+    condition     = var.fargate.on_demand_base >= 1 && var.fargate.on_demand_base == floor(var.fargate.on_demand_base)
+    error_message = "fargate.on_demand_base: a whole number of tasks, at least 1 (with fargate_capacity = \"mixed\", the on-demand tasks a Spot reclaim cannot take)."
+  }
+}
+
+variable "fargate_capacity" {
+  description = "With compute = \"fargate\": the capacity the tasks run on. \"on-demand\" (Fargate, arm64), \"spot\" (every task on Fargate Spot, about 70 % less per task-hour, but AWS may reclaim all of them at once with two minutes' notice) or \"mixed\" (fargate.on_demand_base tasks on Fargate, the rest on Fargate Spot). Fargate Spot runs x86_64 tasks only, so with \"spot\" and \"mixed\" every task is x86_64 and fargate.image must hold a linux/amd64 image (scripts/image build --arch all or amd64). docs/DEPLOY.md \"Fargate Spot\"; docs/COSTS.md prices each."
+  type        = string
+  default     = "on-demand"
+  nullable    = false
+
+  validation {
+    condition     = contains(["on-demand", "spot", "mixed"], var.fargate_capacity)
+    error_message = "fargate_capacity: \"on-demand\", \"spot\" or \"mixed\"."
+  }
+
+  validation {
+    condition     = var.fargate_capacity == "on-demand" || var.compute == "fargate"
+    error_message = "fargate_capacity: Spot is for the ECS tasks of compute = \"fargate\"; the functions of compute = \"lambda\" have no capacity to choose."
   }
 }

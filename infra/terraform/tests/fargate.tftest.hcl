@@ -165,6 +165,18 @@ run "fargate_mode" {
     error_message = "30 s from SIGTERM to SIGKILL (wisp serve drains for at most 10 s), port 8080"
   }
 
+  # On-demand Fargate by default (fargate_capacity): a capacity provider strategy, not a
+  # launch type, so that a move to Spot updates the service in place; both providers on
+  # the cluster.
+  assert {
+    condition     = [for s in aws_ecs_service.serve[0].capacity_provider_strategy : { provider = s.capacity_provider, base = s.base, weight = s.weight }] == [{ provider = "FARGATE", base = 0, weight = 1 }] && aws_ecs_service.serve[0].force_new_deployment
+    error_message = "on-demand: every task on FARGATE through the service's strategy"
+  }
+  assert {
+    condition     = aws_ecs_cluster_capacity_providers.this[0].capacity_providers == toset(["FARGATE", "FARGATE_SPOT"]) && aws_ecs_cluster_capacity_providers.this[0].cluster_name == "wisp"
+    error_message = "the cluster offers both Fargate capacity providers"
+  }
+
   # The service: two tasks at least, across the private subnets, rolled back when a
   # deployment fails, autoscaled on CPU and requests per task.
   assert {
@@ -312,4 +324,145 @@ run "fargate_with_redis" {
     condition     = length(aws_vpc_security_group_ingress_rule.redis_from_task) == 1 && length(aws_vpc_security_group_egress_rule.task_to_redis) == 1 && length(aws_iam_role_policy_attachment.vpc_access) == 1 && aws_ecs_task_definition.serve[0].cpu == "1024" && aws_ecs_service.serve[0].network_configuration[0].assign_public_ip
     error_message = "Redis reachable from the tasks; the jobs function alone in the VPC; the task size as given"
   }
+}
+
+# fargate_capacity = "spot": every task on Fargate Spot, which runs x86_64 only; the
+# drain still fits in the two-minute reclaim notice.
+run "fargate_spot" {
+  command = plan
+
+  variables {
+    compute          = "fargate"
+    fargate_capacity = "spot"
+    fargate          = { image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/wisp@sha256:0123" }
+  }
+
+  assert {
+    condition     = [for s in aws_ecs_service.serve[0].capacity_provider_strategy : { provider = s.capacity_provider, base = s.base, weight = s.weight }] == [{ provider = "FARGATE_SPOT", base = 0, weight = 1 }]
+    error_message = "spot: every task on FARGATE_SPOT"
+  }
+  assert {
+    condition     = aws_ecs_task_definition.serve[0].runtime_platform[0].cpu_architecture == "X86_64" && aws_ecs_task_definition.serve[0].runtime_platform[0].operating_system_family == "LINUX"
+    error_message = "Fargate Spot runs Linux x86_64 tasks only"
+  }
+  assert {
+    condition     = jsondecode(aws_ecs_task_definition.serve[0].container_definitions)[0].image == "123456789012.dkr.ecr.us-east-1.amazonaws.com/wisp@sha256:0123" && jsondecode(aws_ecs_task_definition.serve[0].container_definitions)[0].stopTimeout + aws_lb_target_group.grpc[0].deregistration_delay <= 120 && aws_lb_target_group.web[0].deregistration_delay == aws_lb_target_group.grpc[0].deregistration_delay
+    error_message = "the given image; deregistration delay and stopTimeout within the two-minute notice"
+  }
+  assert {
+    condition     = aws_ecs_service.serve[0].desired_count == 2 && aws_appautoscaling_target.serve[0].min_capacity == 2 && aws_ecs_service.serve[0].deployment_circuit_breaker[0].rollback
+    error_message = "the rest of the service as on-demand: two tasks at least, rolled back on failure"
+  }
+}
+
+# fargate_capacity = "mixed": on_demand_base tasks on FARGATE, all others on FARGATE_SPOT.
+run "fargate_mixed" {
+  command = plan
+
+  variables {
+    compute          = "fargate"
+    fargate_capacity = "mixed"
+    fargate          = { image = "wisp:0.1.0", on_demand_base = 2, min_tasks = 3 }
+  }
+
+  assert {
+    condition = toset([for s in aws_ecs_service.serve[0].capacity_provider_strategy : { provider = s.capacity_provider, base = s.base, weight = s.weight }]) == toset([
+      { provider = "FARGATE", base = 2, weight = 0 },
+      { provider = "FARGATE_SPOT", base = 0, weight = 1 },
+    ])
+    error_message = "mixed: a base of on-demand tasks, the rest (weight) on Spot"
+  }
+  assert {
+    condition     = aws_ecs_task_definition.serve[0].runtime_platform[0].cpu_architecture == "X86_64" && aws_ecs_service.serve[0].desired_count == 3
+    error_message = "mixed: every task x86_64, the on-demand base too (one task definition)"
+  }
+}
+
+run "fargate_mixed_base_defaults_to_one" {
+  command = plan
+
+  variables {
+    compute          = "fargate"
+    fargate_capacity = "mixed"
+    fargate          = { image = "wisp:0.1.0" }
+  }
+
+  assert {
+    condition     = one([for s in aws_ecs_service.serve[0].capacity_provider_strategy : s.base if s.capacity_provider == "FARGATE"]) == 1
+    error_message = "mixed: one on-demand task unless on_demand_base says otherwise"
+  }
+}
+
+run "unknown_fargate_capacity_is_refused" {
+  command = plan
+
+  variables {
+    compute          = "fargate"
+    fargate_capacity = "spot-only"
+    fargate          = { image = "wisp:0.1.0" }
+  }
+
+  expect_failures = [var.fargate_capacity]
+}
+
+run "spot_with_lambda_is_refused" {
+  command = plan
+
+  variables {
+    fargate_capacity = "spot"
+  }
+
+  expect_failures = [var.fargate_capacity]
+}
+
+# 30 s of deregistration delay and 100 s of stopTimeout do not fit in the notice.
+run "spot_with_a_long_stop_timeout_is_refused" {
+  command = plan
+
+  variables {
+    compute          = "fargate"
+    fargate_capacity = "spot"
+    fargate          = { image = "wisp:0.1.0", stop_timeout = 100 }
+  }
+
+  expect_failures = [aws_ecs_service.serve]
+}
+
+# The same stop_timeout is fine on-demand: an ordinary stop has no deadline.
+run "on_demand_with_a_long_stop_timeout" {
+  command = plan
+
+  variables {
+    compute = "fargate"
+    fargate = { image = "wisp:0.1.0", stop_timeout = 100 }
+  }
+
+  assert {
+    condition     = jsondecode(aws_ecs_task_definition.serve[0].container_definitions)[0].stopTimeout == 100
+    error_message = "on-demand keeps Fargate's 120 s bound only"
+  }
+}
+
+run "mixed_without_an_on_demand_task_is_refused" {
+  command = plan
+
+  variables {
+    compute          = "fargate"
+    fargate_capacity = "mixed"
+    fargate          = { image = "wisp:0.1.0", on_demand_base = 0 }
+  }
+
+  expect_failures = [var.fargate]
+}
+
+run "mixed_all_on_demand_is_refused" {
+  command = plan
+
+  variables {
+    compute          = "fargate"
+    fargate_capacity = "mixed"
+    fargate          = { image = "wisp:0.1.0", on_demand_base = 10 }
+  }
+
+  expect_failures = [aws_ecs_service.serve]
 }

@@ -115,6 +115,23 @@ pub struct SimulateArgs {
     /// capacity sized for the run's average load at 70 % utilisation.
     #[arg(long, value_enum, default_value_t = DynamoDbArg::OnDemand)]
     pub dynamodb: DynamoDbArg,
+    /// Price `compute = "fargate"` with this `fargate_capacity`: `on-demand` (arm64
+    /// tasks), `spot` (every task on Fargate Spot) or `mixed` (--on-demand-base tasks
+    /// on-demand, the rest on Spot); Spot's tasks are x86_64, the architecture the CPU per
+    /// call was measured on.
+    #[arg(long, value_enum, default_value_t = FargateCapacityArg::OnDemand)]
+    pub fargate_capacity: FargateCapacityArg,
+    /// With --fargate-capacity mixed: the tasks kept on on-demand Fargate (the module's
+    /// `fargate.on_demand_base`).
+    #[arg(long, default_value_t = 1)]
+    pub on_demand_base: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FargateCapacityArg {
+    OnDemand,
+    Spot,
+    Mixed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -185,6 +202,11 @@ fn check(args: &SimulateArgs) -> Result<Checked, CliError> {
     }
     if !(args.cpu_per_call_us.is_finite() && args.cpu_per_call_us > 0.0) {
         return Err(usage("--cpu-per-call-us must be a number above 0"));
+    }
+    if args.on_demand_base == 0 {
+        return Err(usage(
+            "--on-demand-base must be at least 1 (use --fargate-capacity spot for none)",
+        ));
     }
     if !(128..=10_240).contains(&args.lambda_memory_mb) {
         return Err(usage(
@@ -336,6 +358,12 @@ pub async fn run(args: SimulateArgs) -> Result<(), CliError> {
                     DynamoDbArg::Provisioned => wisp_simulate::compute::Billing::Provisioned,
                 },
             },
+            capacity: match args.fargate_capacity {
+                FargateCapacityArg::OnDemand => wisp_simulate::compute::Capacity::OnDemand,
+                FargateCapacityArg::Spot => wisp_simulate::compute::Capacity::Spot,
+                FargateCapacityArg::Mixed => wisp_simulate::compute::Capacity::Mixed,
+            },
+            on_demand_base: args.on_demand_base,
             ..Default::default()
         },
     );

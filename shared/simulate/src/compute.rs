@@ -13,7 +13,9 @@
 //! The Fargate deployment's levers on its DynamoDB bill are priced beside it: the pipeds'
 //! stats in Redis (`enable_redis`: ReportStat touches no DynamoDB item) and provisioned
 //! capacity (`dynamodb_billing_mode = "PROVISIONED"`, sized for the average load at
-//! [`PROVISIONED_TARGET`]). Upstream is priced as coded and resized to carry each fleet
+//! [`PROVISIONED_TARGET`]). The tasks' own price follows the module's `fargate_capacity`
+//! ([`Capacity`]): arm64 on-demand, or x86_64 on Fargate Spot (all tasks, or all but an
+//! on-demand base). Upstream is priced as coded and resized to carry each fleet
 //! ([`upstream_resized`]).
 
 use serde::Serialize;
@@ -38,13 +40,106 @@ impl Compute {
     }
 }
 
+/// Where the Fargate tasks run: the Terraform module's `fargate_capacity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capacity {
+    /// Fargate on-demand, arm64.
+    OnDemand,
+    /// Every task on Fargate Spot, which runs x86_64 only.
+    Spot,
+    /// [`Settings::on_demand_base`] tasks on Fargate on-demand, the rest on Fargate Spot;
+    /// all x86_64 (one task definition).
+    Mixed,
+}
+
+impl Capacity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Capacity::OnDemand => "on-demand",
+            Capacity::Spot => "spot",
+            Capacity::Mixed => "mixed",
+        }
+    }
+}
+
+/// What the tasks cost per hour under a [`Capacity`]: the first `base_tasks` at one
+/// price (mixed's on-demand base), every further task at another.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TaskRates {
+    pub capacity: Capacity,
+    /// `ARM64` or `X86_64`, the task definition's `cpu_architecture`.
+    pub architecture: &'static str,
+    pub base_tasks: u32,
+    pub base_vcpu_hour: f64,
+    pub base_gb_hour: f64,
+    pub vcpu_hour: f64,
+    pub gb_hour: f64,
+}
+
+impl TaskRates {
+    /// The module's choice for `capacity`: arm64 on-demand alone; x86_64 (Spot's only
+    /// architecture) as soon as any task is on Spot. [`SERVER_CPU_PER_CALL_US`] was
+    /// measured on x86_64, so Spot's tasks take it as it is.
+    pub fn new(capacity: Capacity, on_demand_base: u32, prices: &ComputePrices) -> TaskRates {
+        let spot_vcpu = prices.fargate_x86_vcpu_hour * prices.spot_share;
+        let spot_gb = prices.fargate_x86_gb_hour * prices.spot_share;
+        match capacity {
+            Capacity::OnDemand => TaskRates {
+                capacity,
+                architecture: "ARM64",
+                base_tasks: 0,
+                base_vcpu_hour: prices.fargate_vcpu_hour,
+                base_gb_hour: prices.fargate_gb_hour,
+                vcpu_hour: prices.fargate_vcpu_hour,
+                gb_hour: prices.fargate_gb_hour,
+            },
+            Capacity::Spot => TaskRates {
+                capacity,
+                architecture: "X86_64",
+                base_tasks: 0,
+                base_vcpu_hour: spot_vcpu,
+                base_gb_hour: spot_gb,
+                vcpu_hour: spot_vcpu,
+                gb_hour: spot_gb,
+            },
+            Capacity::Mixed => TaskRates {
+                capacity,
+                architecture: "X86_64",
+                base_tasks: on_demand_base,
+                base_vcpu_hour: prices.fargate_x86_vcpu_hour,
+                base_gb_hour: prices.fargate_x86_gb_hour,
+                vcpu_hour: spot_vcpu,
+                gb_hour: spot_gb,
+            },
+        }
+    }
+
+    /// An hour of `tasks` tasks of `vcpu` and `gb` each.
+    pub fn hourly(&self, tasks: f64, vcpu: f64, gb: f64) -> f64 {
+        let base = tasks.min(f64::from(self.base_tasks));
+        base * (vcpu * self.base_vcpu_hour + gb * self.base_gb_hour)
+            + (tasks - base) * (vcpu * self.vcpu_hour + gb * self.gb_hour)
+    }
+
+    /// Of `tasks`, how many run on Spot.
+    pub fn spot_tasks(&self, tasks: u32) -> u32 {
+        match self.capacity {
+            Capacity::OnDemand => 0,
+            Capacity::Spot => tasks,
+            Capacity::Mixed => tasks.saturating_sub(self.base_tasks),
+        }
+    }
+}
+
 /// The fleet sizes docs/COSTS.md compares.
 pub const FLEET_SIZES: [usize; 5] = [1, 10, 100, 1_000, 10_000];
 
 /// Server CPU per call of `wisp serve` on the AWS stores, in µs: the task definition's
 /// `wisp serve` (release build) against DynamoDB Local and moto measured 780 µs per call
 /// served at 1,000 pipeds and 919 µs at 100 (benches/fleet/task.sh on the shared 2-core
-/// machine, 2026-11-27); taken as 850. The DynamoDB SDK's request per call is most of it:
+/// machine, an x86_64 one, 2026-11-27); taken as 850, for x86_64 tasks (Spot) as
+/// measured and for arm64 ones (on-demand) as an assumption. The DynamoDB SDK's request per call is most of it:
 /// the same poll on the embedded stores takes 44 µs (benches/README.md). Polls answered
 /// from memory would take less; not measured, so not counted. `--cpu-per-call-us`
 /// overrides it.
@@ -235,6 +330,9 @@ impl Levers {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TaskPlan {
     pub tasks: u32,
+    /// Of `tasks`, those on Fargate Spot (the rest on-demand).
+    pub spot_tasks: u32,
+    pub architecture: &'static str,
     pub vcpu: f64,
     pub memory_gb: f64,
     /// The fleet's calls per second the plan carries, and the vCPU they need.
@@ -243,17 +341,25 @@ pub struct TaskPlan {
 }
 
 /// The cheapest tasks that carry `pipeds` making `calls_per_second` in all: at least
-/// `min_tasks` (two zones), CPU at [`CPU_TARGET`] and memory at [`MEMORY_TARGET`].
+/// `min_tasks` (two zones), CPU at [`CPU_TARGET`] and memory at [`MEMORY_TARGET`], each
+/// task priced at `rates` (on-demand, Spot, or mixed's on-demand base and Spot).
 /// `per_task_hour` is what each task costs besides its size (its public IPv4 address,
 /// and the credential checks it makes on its own): many small tasks can carry the same
 /// CPU for the same task-hours as a few large ones and still cost more.
+///
+/// On Spot the rule stays the cheapest plan of at least `min_tasks` tasks. Smaller tasks
+/// would spread a reclaim thinner (losing one of ten costs a tenth of the capacity, one
+/// of three a third), but each costs its IPv4 address and credential checks, and the
+/// floor of two tasks in two zones already keeps a reclaim of one from stopping the
+/// service; "mixed" keeps an on-demand base besides. Mixed's base is priced on-demand,
+/// so there the cheapest plan leans to smaller tasks by itself.
 pub fn task_plan(
     pipeds: usize,
     calls_per_second: f64,
     cpu_per_call_us: f64,
     min_tasks: u32,
     per_task_hour: f64,
-    prices: &ComputePrices,
+    rates: &TaskRates,
 ) -> TaskPlan {
     let vcpu_needed = calls_per_second * cpu_per_call_us / 1e6;
     let memory_mib = pipeds as f64 * MEMORY_PER_PIPED_KIB / 1024.0;
@@ -266,13 +372,14 @@ pub fn task_plan(
             .max(by_memory)
             .max(f64::from(min_tasks))
             .min(f64::from(u32::MAX));
-        let hourly =
-            tasks * (vcpu * prices.fargate_vcpu_hour + gb * prices.fargate_gb_hour + per_task_hour);
+        let hourly = rates.hourly(tasks, vcpu, gb) + tasks * per_task_hour;
         if best.as_ref().is_none_or(|(h, _)| hourly < *h) {
             best = Some((
                 hourly,
                 TaskPlan {
                     tasks: tasks as u32,
+                    spot_tasks: rates.spot_tasks(tasks as u32),
+                    architecture: rates.architecture,
                     vcpu,
                     memory_gb: gb,
                     calls_per_second,
@@ -283,6 +390,8 @@ pub fn task_plan(
     }
     best.map(|(_, plan)| plan).unwrap_or(TaskPlan {
         tasks: min_tasks,
+        spot_tasks: rates.spot_tasks(min_tasks),
+        architecture: rates.architecture,
         vcpu: 0.25,
         memory_gb: 0.5,
         calls_per_second,
@@ -409,9 +518,18 @@ pub struct FleetRow {
     pub fargate_redis_provisioned: ModeMonth,
     /// Redis, poll answers from memory and provisioned capacity.
     pub fargate_all: ModeMonth,
-    /// With the run's [`Settings::levers`].
+    /// The same levers with every task on Fargate Spot (`fargate_capacity = "spot"`).
+    pub fargate_all_spot: ModeMonth,
+    /// The same levers with one on-demand task and the rest on Spot (`"mixed"`, the
+    /// module's default `on_demand_base`).
+    pub fargate_all_mixed: ModeMonth,
+    /// With the run's [`Settings::levers`] and [`Settings::capacity`].
     pub fargate_chosen: ModeMonth,
+    /// The on-demand tasks (every column but the Spot and mixed ones).
     pub fargate_tasks: TaskPlan,
+    pub fargate_tasks_spot: TaskPlan,
+    pub fargate_tasks_mixed: TaskPlan,
+    pub fargate_chosen_tasks: TaskPlan,
     pub upstream_ecs_spot: f64,
     pub upstream_ecs_on_demand: f64,
     /// Resized for the fleet on the demo's own terms (Spot, one server task at least,
@@ -428,6 +546,9 @@ pub struct Settings {
     pub cpu_per_call_us: f64,
     pub min_tasks: u32,
     pub levers: Levers,
+    /// The run's `fargate_capacity`, and mixed's on-demand tasks (`fargate.on_demand_base`).
+    pub capacity: Capacity,
+    pub on_demand_base: u32,
 }
 
 impl Default for Settings {
@@ -436,6 +557,8 @@ impl Default for Settings {
             cpu_per_call_us: SERVER_CPU_PER_CALL_US,
             min_tasks: 2,
             levers: Levers::NONE,
+            capacity: Capacity::OnDemand,
+            on_demand_base: 1,
         }
     }
 }
@@ -507,17 +630,26 @@ pub fn fleet_row(
     // Fargate: tasks sized for the fleet's calls, native gRPC to IP targets.
     // Each task checks every piped's credential once per cache period (one read unit).
     let checks_per_task_hour = n * 3600.0 / cost::CREDENTIAL_CACHE_SECS;
-    let plan = task_plan(
-        pipeds,
-        requests / MONTH_SECS,
-        settings.cpu_per_call_us,
-        settings.min_tasks,
-        compute.public_ipv4_hour + checks_per_task_hour / 1e6 * prices.dynamodb_read_per_million,
-        compute,
-    );
-    let tasks = f64::from(plan.tasks);
+    let plan_for = |capacity: Capacity, on_demand_base: u32| {
+        let rates = TaskRates::new(capacity, on_demand_base, compute);
+        let plan = task_plan(
+            pipeds,
+            requests / MONTH_SECS,
+            settings.cpu_per_call_us,
+            settings.min_tasks,
+            compute.public_ipv4_hour
+                + checks_per_task_hour / 1e6 * prices.dynamodb_read_per_million,
+            &rates,
+        );
+        (plan, rates)
+    };
+    let on_demand = plan_for(Capacity::OnDemand, 0);
+    let spot = plan_for(Capacity::Spot, 0);
+    let mixed = plan_for(Capacity::Mixed, Settings::default().on_demand_base);
+    let chosen = plan_for(settings.capacity, settings.on_demand_base);
     let fargate_bytes = per.message_bytes * n + requests * NATIVE_GRPC_BYTES_PER_CALL;
-    let fargate_with = |levers: Levers| {
+    let fargate_with = |levers: Levers, (plan, rates): (TaskPlan, TaskRates)| {
+        let tasks = f64::from(plan.tasks);
         let mut rru = (per.rru + checks_per_instance * tasks) * n;
         let mut wru = per.wru * n;
         let redis = levers.redis || levers.polls;
@@ -540,9 +672,7 @@ pub fn fleet_row(
         } else {
             0.0
         };
-        let compute_usd = MONTH_HOURS
-            * tasks
-            * (plan.vcpu * compute.fargate_vcpu_hour + plan.memory_gb * compute.fargate_gb_hour);
+        let compute_usd = MONTH_HOURS * rates.hourly(tasks, plan.vcpu, plan.memory_gb);
         let fixed_network = alb_fixed + MONTH_HOURS * tasks * compute.public_ipv4_hour;
         let alb_lcus =
             lcus(n, fargate_bytes / 1e9 / MONTH_HOURS, 1.0) * MONTH_HOURS * prices.alb_lcu_hour;
@@ -559,11 +689,19 @@ pub fn fleet_row(
         }
     };
     let both = |redis: bool, billing: Billing| {
-        fargate_with(Levers {
-            redis,
-            polls: false,
-            billing,
-        })
+        fargate_with(
+            Levers {
+                redis,
+                polls: false,
+                billing,
+            },
+            on_demand,
+        )
+    };
+    let all = Levers {
+        redis: true,
+        polls: true,
+        billing: Billing::Provisioned,
     };
     FleetRow {
         pipeds,
@@ -572,13 +710,14 @@ pub fn fleet_row(
         fargate_redis: both(true, Billing::OnDemand),
         fargate_provisioned: both(false, Billing::Provisioned),
         fargate_redis_provisioned: both(true, Billing::Provisioned),
-        fargate_all: fargate_with(Levers {
-            redis: true,
-            polls: true,
-            billing: Billing::Provisioned,
-        }),
-        fargate_chosen: fargate_with(settings.levers),
-        fargate_tasks: plan,
+        fargate_all: fargate_with(all, on_demand),
+        fargate_all_spot: fargate_with(all, spot),
+        fargate_all_mixed: fargate_with(all, mixed),
+        fargate_chosen: fargate_with(settings.levers, chosen),
+        fargate_tasks: on_demand.0,
+        fargate_tasks_spot: spot.0,
+        fargate_tasks_mixed: mixed.0,
+        fargate_chosen_tasks: chosen.0,
         upstream_ecs_spot: UPSTREAM_ECS_SPOT_USD,
         upstream_ecs_on_demand: UPSTREAM_ECS_ON_DEMAND_USD,
         upstream_resized: upstream_resized(per, pipeds, prices, compute, settings, false),
@@ -692,6 +831,8 @@ fn store_operation(rpc: Rpc) -> (&'static str, bool) {
 pub struct Comparison {
     pub compute: Compute,
     pub levers: Levers,
+    pub capacity: Capacity,
+    pub on_demand_base: u32,
     pub cpu_per_call_us: f64,
     pub per_piped: PerPiped,
     /// The run's DynamoDB units per piped-month by RPC, most first.
@@ -734,6 +875,8 @@ pub fn compare(
     Comparison {
         compute,
         levers: settings.levers,
+        capacity: settings.capacity,
+        on_demand_base: settings.on_demand_base,
         cpu_per_call_us: settings.cpu_per_call_us,
         per_piped: per,
         dynamodb_by_rpc: by_rpc,
@@ -753,7 +896,14 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
     let row = &c.this_fleet;
     let (chosen, how) = match c.compute {
         Compute::Lambda => (&row.lambda, String::new()),
-        Compute::Fargate => (&row.fargate_chosen, format!(", {}", c.levers.describe())),
+        Compute::Fargate => (
+            &row.fargate_chosen,
+            format!(
+                ", {}, fargate_capacity = \"{}\"",
+                c.levers.describe(),
+                c.capacity.name()
+            ),
+        ),
     };
     let _ = writeln!(
         out,
@@ -762,11 +912,13 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
         chosen.total
     );
     if c.compute == Compute::Fargate {
-        let t = &row.fargate_tasks;
+        let t = &row.fargate_chosen_tasks;
         let _ = writeln!(
             out,
-            "  {} tasks of {} vCPU, {} GB: ${:.2}; ALB and IPv4 ${:.2}; LCUs ${:.2}; DynamoDB ${:.2}; S3 ${:.2}; secrets ${:.2}; Redis ${:.2} ({:.1} calls/s × {} µs = {:.3} vCPU)",
+            "  {} tasks ({}, {} on Spot) of {} vCPU, {} GB: ${:.2}; ALB and IPv4 ${:.2}; LCUs ${:.2}; DynamoDB ${:.2}; S3 ${:.2}; secrets ${:.2}; Redis ${:.2} ({:.1} calls/s × {} µs = {:.3} vCPU)",
             t.tasks,
+            t.architecture,
+            t.spot_tasks,
             t.vcpu,
             t.memory_gb,
             chosen.compute,
@@ -838,7 +990,7 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:>7}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:<22}  {:>8}  {:>8}  {:>12}  {:>12}",
+        "  {:>7}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:<22}  {:<22}  {:>8}  {:>8}  {:>12}  {:>12}",
         "pipeds",
         "lambda",
         "fargate",
@@ -846,7 +998,10 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
         "+prov.",
         "+both",
         "+all",
+        "+all Spot",
+        "+all mix",
         "fargate tasks",
+        "Spot tasks (x86_64)",
         "up Spot",
         "up OD",
         "up resized",
@@ -856,7 +1011,7 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
         let t = &r.fargate_tasks;
         let _ = writeln!(
             out,
-            "  {:>7}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:<22}  {:>8.1}  {:>8.1}  {:>12.2}  {:>12.2}",
+            "  {:>7}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:>9.2}  {:<22}  {:<22}  {:>8.1}  {:>8.1}  {:>12.2}  {:>12.2}",
             r.pipeds,
             r.lambda.total,
             r.fargate.total,
@@ -864,7 +1019,15 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
             r.fargate_provisioned.total,
             r.fargate_redis_provisioned.total,
             r.fargate_all.total,
+            r.fargate_all_spot.total,
+            r.fargate_all_mixed.total,
             format!("{} × {} vCPU/{} GB", t.tasks, t.vcpu, t.memory_gb),
+            format!(
+                "{} × {} vCPU/{} GB",
+                r.fargate_tasks_spot.tasks,
+                r.fargate_tasks_spot.vcpu,
+                r.fargate_tasks_spot.memory_gb
+            ),
             r.upstream_ecs_spot,
             r.upstream_ecs_on_demand,
             r.upstream_resized.total,
@@ -873,8 +1036,9 @@ pub fn text(c: &Comparison, prices: &Prices) -> String {
     }
     let _ = writeln!(
         out,
-        "  (fargate: on-demand DynamoDB, no Redis; +redis: enable_redis, stats in the cache; +prov.: dynamodb_billing_mode = PROVISIONED at {:.0} %; +all: both and poll answers from memory;\n   up Spot / up OD: upstream's ECS demo as coded, flat; up resized: its server tasks and RDS sized for the load, Spot, Single-AZ;\n   up prod.: the same on-demand, two server tasks at least, RDS Multi-AZ; server CPU per call {} µs, MySQL {} µs per query; docs/COSTS.md)",
+        "  (fargate: on-demand DynamoDB, no Redis; +redis: enable_redis, stats in the cache; +prov.: dynamodb_billing_mode = PROVISIONED at {:.0} %; +all: both and poll answers from memory;\n   these on arm64 on-demand tasks; +all Spot: +all on Fargate Spot (fargate_capacity = spot, x86_64, {:.0} % of x86_64 on-demand); +all mix: one on-demand x86_64 task, the rest Spot (mixed);\n   up Spot / up OD: upstream's ECS demo as coded, flat; up resized: its server tasks and RDS sized for the load, Spot, Single-AZ;\n   up prod.: the same on-demand, two server tasks at least, RDS Multi-AZ; server CPU per call {} µs, MySQL {} µs per query; docs/COSTS.md)",
         PROVISIONED_TARGET * 100.0,
+        c.prices.spot_share * 100.0,
         c.cpu_per_call_us,
         UPSTREAM_RDS_CPU_PER_QUERY_US,
     );
@@ -914,11 +1078,11 @@ mod tests {
 
     #[test]
     fn tasks_grow_with_the_fleet_and_never_below_two() {
-        let prices = ComputePrices::default();
-        let small = task_plan(1, 0.35, SERVER_CPU_PER_CALL_US, 2, 0.0, &prices);
+        let rates = TaskRates::new(Capacity::OnDemand, 0, &ComputePrices::default());
+        let small = task_plan(1, 0.35, SERVER_CPU_PER_CALL_US, 2, 0.0, &rates);
         assert_eq!((small.tasks, small.vcpu, small.memory_gb), (2, 0.25, 0.5));
         // 10,000 pipeds: 3,500 calls/s × 850 µs = 2.98 vCPU and ~1,270 MiB.
-        let large = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &prices);
+        let large = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &rates);
         assert!(
             f64::from(large.tasks) * large.vcpu * CPU_TARGET >= large.vcpu_needed,
             "{large:?}"
@@ -928,7 +1092,7 @@ mod tests {
                 >= 10_000.0 * MEMORY_PER_PIPED_KIB / 1024.0,
             "{large:?}"
         );
-        let busier = task_plan(10_000, 35_000.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &prices);
+        let busier = task_plan(10_000, 35_000.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &rates);
         assert!(
             f64::from(busier.tasks) * busier.vcpu > f64::from(large.tasks) * large.vcpu,
             "{busier:?}"
@@ -938,22 +1102,97 @@ mod tests {
     #[test]
     fn a_cost_per_task_picks_fewer_larger_tasks() {
         let prices = ComputePrices::default();
-        let free = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &prices);
+        let rates = TaskRates::new(Capacity::OnDemand, 0, &prices);
+        let free = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, 0.0, &rates);
         // Each task's IPv4 address and its own credential checks of 10,000 pipeds.
         let per_task = prices.public_ipv4_hour + 10_000.0 * 12.0 / 1e6 * 0.125;
-        let priced = task_plan(
-            10_000,
-            3_500.0,
-            SERVER_CPU_PER_CALL_US,
-            2,
-            per_task,
-            &prices,
-        );
+        let priced = task_plan(10_000, 3_500.0, SERVER_CPU_PER_CALL_US, 2, per_task, &rates);
         assert!(priced.tasks < free.tasks, "{free:?} {priced:?}");
         assert!(
             f64::from(priced.tasks) * priced.vcpu * CPU_TARGET >= priced.vcpu_needed,
             "{priced:?}"
         );
+    }
+
+    #[test]
+    fn spot_tasks_are_x86_at_the_spot_share_and_mixed_keeps_its_base_on_demand() {
+        let prices = ComputePrices::default();
+        let on_demand = TaskRates::new(Capacity::OnDemand, 1, &prices);
+        let spot = TaskRates::new(Capacity::Spot, 1, &prices);
+        let mixed = TaskRates::new(Capacity::Mixed, 1, &prices);
+        assert_eq!(
+            (
+                on_demand.architecture,
+                spot.architecture,
+                mixed.architecture
+            ),
+            ("ARM64", "X86_64", "X86_64")
+        );
+        // docs/COSTS.md's price table: Fargate Spot x86 $0.012144 per vCPU-hour and
+        // $0.0013335 per GB-hour.
+        assert!((spot.hourly(1.0, 1.0, 0.0) - 0.012_144).abs() < 1e-9);
+        assert!((spot.hourly(1.0, 0.0, 1.0) - 0.001_333_5).abs() < 1e-9);
+        // Mixed: the first task on-demand x86_64, the other two on Spot.
+        let three = mixed.hourly(3.0, 2.0, 4.0);
+        let want = (2.0 * 0.040_48 + 4.0 * 0.004_445) + 2.0 * (2.0 * 0.012_144 + 4.0 * 0.001_333_5);
+        assert!((three - want).abs() < 1e-9, "{three} {want}");
+        assert_eq!(
+            (
+                on_demand.spot_tasks(3),
+                spot.spot_tasks(3),
+                mixed.spot_tasks(3)
+            ),
+            (0, 3, 2)
+        );
+        let plan = task_plan(1, 0.35, SERVER_CPU_PER_CALL_US, 2, 0.0, &mixed);
+        assert_eq!(
+            (plan.tasks, plan.spot_tasks, plan.architecture),
+            (2, 1, "X86_64")
+        );
+    }
+
+    #[test]
+    fn spot_takes_the_tasks_bill_down_and_nothing_else() {
+        let prices = Prices::default();
+        let cp = ComputePrices::default();
+        for n in FLEET_SIZES {
+            let r = fleet_row(&per(), n, &prices, &cp, Settings::default());
+            assert!(
+                r.fargate_all_spot.compute < r.fargate_all_mixed.compute,
+                "{r:?}"
+            );
+            assert!(r.fargate_all_mixed.compute < r.fargate_all.compute, "{r:?}");
+            assert!(r.fargate_all_spot.total < r.fargate_all.total, "{r:?}");
+            assert_eq!(r.fargate_tasks_spot.spot_tasks, r.fargate_tasks_spot.tasks);
+            assert_eq!(
+                r.fargate_tasks_mixed.spot_tasks,
+                r.fargate_tasks_mixed.tasks - 1
+            );
+            assert!(r.fargate_tasks_spot.tasks >= 2 && r.fargate_tasks_mixed.tasks >= 2);
+            assert_eq!(r.fargate_tasks.spot_tasks, 0);
+            // The same plan, the same store bill: only the tasks' price moved.
+            if r.fargate_tasks_spot.tasks == r.fargate_tasks.tasks {
+                assert!((r.fargate_all_spot.dynamodb - r.fargate_all.dynamodb).abs() < 1e-9);
+            }
+        }
+        // The run's capacity picks the chosen column.
+        let chosen = fleet_row(
+            &per(),
+            10_000,
+            &prices,
+            &cp,
+            Settings {
+                levers: Levers {
+                    redis: true,
+                    polls: true,
+                    billing: Billing::Provisioned,
+                },
+                capacity: Capacity::Spot,
+                ..Settings::default()
+            },
+        );
+        assert_eq!(chosen.fargate_chosen, chosen.fargate_all_spot);
+        assert_eq!(chosen.fargate_chosen_tasks, chosen.fargate_tasks_spot);
     }
 
     #[test]
@@ -1057,13 +1296,9 @@ mod docs {
         format!("{grouped}.{:02}", cents % 100)
     }
 
-    /// docs/COSTS.md "Lambda or Fargate" gives what this model computes for the piped it
-    /// describes at the default cadence: every mode and lever, and upstream as coded and
-    /// resized.
-    #[test]
-    fn the_costs_page_table_is_this_model() {
-        let page = include_str!("../../../docs/COSTS.md");
-        let per = PerPiped {
+    /// docs/COSTS.md's piped at the default cadence.
+    pub(super) fn per() -> PerPiped {
+        PerPiped {
             requests: 907_200.0,
             rru: 540_000.0,
             wru: 86_400.0,
@@ -1077,18 +1312,26 @@ mod docs {
             message_bytes: 907_200.0 * 100.0,
             gb_seconds: cost::default_cadence_billed_secs() * 0.125,
             lambda_memory_gb: 0.125,
-        };
+        }
+    }
+
+    /// docs/COSTS.md "Lambda or Fargate" gives what this model computes for the piped it
+    /// describes at the default cadence: every mode and lever, on-demand, Spot and mixed,
+    /// and upstream as coded and resized.
+    #[test]
+    fn the_costs_page_table_is_this_model() {
+        let page = include_str!("../../../docs/COSTS.md");
         let mut missing = Vec::new();
         for n in FLEET_SIZES {
             let r = fleet_row(
-                &per,
+                &per(),
                 n,
                 &Prices::default(),
                 &ComputePrices::default(),
                 Settings::default(),
             );
             let row = format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 dollars(n as f64).trim_end_matches(".00"),
                 dollars(r.lambda.total),
                 dollars(r.fargate.total),
@@ -1096,19 +1339,152 @@ mod docs {
                 dollars(r.fargate_provisioned.total),
                 dollars(r.fargate_redis_provisioned.total),
                 dollars(r.fargate_all.total),
+                dollars(r.fargate_all_spot.total),
+                dollars(r.fargate_all_mixed.total),
                 r.upstream_ecs_spot,
                 r.upstream_ecs_on_demand,
                 dollars(r.upstream_resized.total),
                 dollars(r.upstream_resized_production.total),
             );
             println!(
-                "{row} tasks {:?} upstream {:?} / {:?}",
-                r.fargate_tasks, r.upstream_resized, r.upstream_resized_production
+                "{row} tasks {:?} Spot {:?} mixed {:?} upstream {:?} / {:?}",
+                r.fargate_tasks,
+                r.fargate_tasks_spot,
+                r.fargate_tasks_mixed,
+                r.upstream_resized,
+                r.upstream_resized_production
             );
             if !page.contains(&row) {
                 missing.push(row);
             }
         }
         assert!(missing.is_empty(), "docs/COSTS.md lacks {missing:#?}");
+    }
+}
+
+#[cfg(test)]
+mod break_even {
+    //! The break-even scan behind docs/COSTS.md's "Wisp is cheaper than upstream" text:
+    //! every Wisp mode against each of upstream's three pricings, every 10 pipeds up to
+    //! 50,000.
+
+    use super::docs::per;
+    use super::*;
+
+    const SCAN_END: usize = 50_000;
+
+    fn rows() -> Vec<FleetRow> {
+        let per = per();
+        std::iter::once(1)
+            .chain((10..=SCAN_END).step_by(10))
+            .map(|n| {
+                fleet_row(
+                    &per,
+                    n,
+                    &Prices::default(),
+                    &ComputePrices::default(),
+                    Settings::default(),
+                )
+            })
+            .collect()
+    }
+
+    type Pick = fn(&FleetRow) -> f64;
+
+    /// The cheapest Wisp mode at the default on-demand capacity (Lambda, or Fargate with
+    /// any levers).
+    fn cheapest_on_demand(r: &FleetRow) -> f64 {
+        [
+            r.lambda.total,
+            r.fargate.total,
+            r.fargate_redis.total,
+            r.fargate_provisioned.total,
+            r.fargate_redis_provisioned.total,
+            r.fargate_all.total,
+        ]
+        .into_iter()
+        .fold(f64::INFINITY, f64::min)
+    }
+
+    const WISP: [(&str, Pick); 5] = [
+        ("cheapest on-demand mode", cheapest_on_demand),
+        ("Fargate, all levers", |r| r.fargate_all.total),
+        ("Fargate, all levers, Spot", |r| r.fargate_all_spot.total),
+        ("Fargate, all levers, mixed", |r| r.fargate_all_mixed.total),
+        ("cheapest of all", |r| {
+            cheapest_on_demand(r)
+                .min(r.fargate_all_spot.total)
+                .min(r.fargate_all_mixed.total)
+        }),
+    ];
+
+    const UPSTREAM: [(&str, Pick); 3] = [
+        ("as coded (Spot)", |r| r.upstream_ecs_spot),
+        ("resized, Spot", |r| r.upstream_resized.total),
+        ("resized, production", |r| {
+            r.upstream_resized_production.total
+        }),
+    ];
+
+    /// The fleet sizes where `wisp` costs less than `upstream`, as ranges.
+    fn cheaper(rows: &[FleetRow], wisp: Pick, upstream: Pick) -> Vec<(usize, usize)> {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        let mut previous = None;
+        for r in rows {
+            if wisp(r) < upstream(r) {
+                match ranges.last_mut() {
+                    Some(last) if previous == Some(last.1) => last.1 = r.pipeds,
+                    _ => ranges.push((r.pipeds, r.pipeds)),
+                }
+            }
+            previous = Some(r.pipeds);
+        }
+        ranges
+    }
+
+    /// What docs/COSTS.md says of the scan (`cargo test -p wisp-simulate break_even --
+    /// --nocapture` prints every range): on-demand Wisp stops being cheaper than upstream
+    /// resized on Spot past about 2,000 pipeds; on Spot it stays cheaper than every upstream
+    /// pricing through the page's table and beyond 20,000 pipeds.
+    #[test]
+    fn scan() {
+        let rows = rows();
+        let mut found = std::collections::BTreeMap::new();
+        for (wisp_name, wisp) in WISP {
+            for (upstream_name, upstream) in UPSTREAM {
+                let ranges = cheaper(&rows, wisp, upstream);
+                println!("{wisp_name} < upstream {upstream_name}: {ranges:?}");
+                found.insert((wisp_name, upstream_name), ranges);
+            }
+        }
+        let first = |wisp: &str, upstream: &str| {
+            found
+                .get(&(wisp, upstream))
+                .and_then(|r| r.first().copied())
+                .unwrap_or((0, 0))
+        };
+        // On-demand, all levers: not cheaper than resized Spot from about 2,000 pipeds.
+        let (start, end) = first("cheapest on-demand mode", "resized, Spot");
+        assert!(start == 1 && (1_500..3_000).contains(&end), "{end}");
+        // On Spot: cheaper than each upstream pricing at every size of the page's table
+        // (as coded only up to a few thousand: it carries about 1,000) ...
+        let (start, end) = first("Fargate, all levers, Spot", "resized, Spot");
+        assert!(start == 1 && end >= 20_000, "{end}");
+        let (start, end) = first("Fargate, all levers, Spot", "as coded (Spot)");
+        assert!(start == 1 && end >= 3_000, "{end}");
+        // ... and than production-sized upstream at every size scanned, in every mode.
+        for (wisp_name, _) in WISP {
+            assert_eq!(
+                found[&(wisp_name, "resized, production")],
+                vec![(1, SCAN_END)],
+                "{wisp_name}"
+            );
+        }
+        // Mixed (one on-demand task) at the page's 10,000 pipeds too.
+        let mixed = &found[&("Fargate, all levers, mixed", "resized, Spot")];
+        assert!(
+            mixed.iter().any(|&(a, b)| a <= 10_000 && 10_000 <= b),
+            "{mixed:?}"
+        );
     }
 }

@@ -236,6 +236,21 @@ fn run_and_check(web: bool) {
         assert!(u(&r["fargate_tasks"]["tasks"]) >= 2, "{r}");
     }
     assert!(f(&sizes[4]["fargate"]["total"]) < f(&sizes[4]["lambda"]["total"]));
+    // Fargate Spot (fargate_capacity, docs/COSTS.md): x86_64 tasks, all on Spot, or all
+    // but one for mixed; with the same levers cheaper than on-demand's arm64 tasks.
+    for r in sizes {
+        let spot = &r["fargate_tasks_spot"];
+        assert_eq!(spot["architecture"], "X86_64", "{r}");
+        assert_eq!(spot["spot_tasks"], spot["tasks"], "{r}");
+        let mixed = &r["fargate_tasks_mixed"];
+        assert_eq!(u(&mixed["spot_tasks"]) + 1, u(&mixed["tasks"]), "{r}");
+        assert_eq!(r["fargate_tasks"]["architecture"], "ARM64", "{r}");
+        assert!(
+            f(&r["fargate_all_spot"]["total"]) < f(&r["fargate_all_mixed"]["total"])
+                && f(&r["fargate_all_mixed"]["total"]) < f(&r["fargate_all"]["total"]),
+            "{r}"
+        );
+    }
     // The levers (docs/COSTS.md): provisioned capacity cuts the DynamoDB bill at 10,000
     // pipeds; upstream resized grows with the fleet; the bill by RPC names the command
     // poll, one a task could answer from memory.
@@ -330,6 +345,9 @@ fn mistakes_are_one_line_and_exit_2() {
     let mut bad_price = common("http://127.0.0.1:9", "3");
     bad_price.extend(["--price", "no_such_price=1"]);
     assert_usage_error(&with_dir(bad_price), "unknown price");
+    let mut no_base = common("http://127.0.0.1:9", "3");
+    no_base.extend(["--fargate-capacity", "mixed", "--on-demand-base", "0"]);
+    assert_usage_error(&with_dir(no_base), "--on-demand-base must be at least 1");
     // Nothing was registered by any of them.
     assert!(
         !dir.path().join("wisp.db").exists(),

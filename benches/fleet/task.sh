@@ -19,7 +19,9 @@
 # (seconds from the fleet's start when the window opens, default 100), DDB_PORT and
 # MOTO_PORT (the stand-ins it starts and stops, default 18150 and 15150), ADDR and ADMIN
 # (where the task listens: WISP_ADDR and --admin-addr, default 127.0.0.1:18779 and
-# 127.0.0.1:18780). Needs: umoci, runc, terraform and its hashicorp/aws provider
+# 127.0.0.1:18780), REDIS_PORT (when set, a `redis-server` there is the task's cache, as
+# ElastiCache is with `enable_redis = true`: stats in Redis, polls answered from memory).
+# Needs: umoci, runc, terraform and its hashicorp/aws provider
 # (scripts/iam-policies), run as root (runc).
 #
 # What differs from the task in AWS: WISP_ADDR (the plan's 0.0.0.0:8080, here $ADDR, a
@@ -52,12 +54,14 @@ stop_all() {
   runc --root "$OUT/runc" delete --force "$ID" >/dev/null 2>&1 || true
   scripts/dynamodb-local.sh stop "$DDB_PORT" >/dev/null 2>&1 || true
   scripts/moto.sh stop "$MOTO_PORT" >/dev/null 2>&1 || true
+  if [ -n "${REDIS_PORT:-}" ]; then scripts/redis.sh stop "$REDIS_PORT" >/dev/null 2>&1 || true; fi
   rm -rf "$OUT/bundle" "$OUT/oci"
 }
 trap stop_all EXIT
 
 eval "$(scripts/dynamodb-local.sh start "$DDB_PORT")"
 scripts/moto.sh start "$MOTO_PORT" >/dev/null
+if [ -n "${REDIS_PORT:-}" ]; then scripts/redis.sh start "$REDIS_PORT" >/dev/null; fi
 PY=$(scripts/moto.sh python)
 export AWS_ACCESS_KEY_ID=wispTest AWS_SECRET_ACCESS_KEY=wispTest AWS_REGION=us-east-1
 export AWS_EC2_METADATA_DISABLED=true
@@ -70,9 +74,10 @@ NAME=wispbench$$
 scripts/iam-policies terraform-fargate "$NAME" wisp/ "$OUT/plan.json"
 
 # The stores as the module names them; the config and key secrets under the plan's names.
-"$PY" - "$OUT/plan.json" "$OUT" "$DDB_PORT" "$MOTO_PORT" <<'PY'
+"$PY" - "$OUT/plan.json" "$OUT" "$DDB_PORT" "$MOTO_PORT" "${REDIS_PORT:-}" <<'PY'
 import json, sys
-plan, out, ddb, moto = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4]
+plan, out, ddb, moto, redis = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+cache = f"  cache:\n    type: REDIS\n    config:\n      address: redis://127.0.0.1:{redis}\n" if redis else "  cache:\n    ttl: 5m\n"
 open(f"{out}/wisp.yaml", "w").write(f"""apiVersion: pipecd.dev/v1beta1
 kind: ControlPlane
 spec:
@@ -89,9 +94,7 @@ spec:
       prefix: {plan['prefix'].rstrip('/')}
       region: us-east-1
       endpoint: http://127.0.0.1:{moto}
-  cache:
-    ttl: 5m
-""")
+{cache}""")
 PY
 "$W" aws init --config "$OUT/wisp.yaml" >/dev/null 2>&1
 # The simulator's pipeds register in a project, as `wisp piped add` does.

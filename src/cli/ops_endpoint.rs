@@ -22,6 +22,10 @@ use wisp_telemetry::prometheus::PrometheusHandle;
 const MAX_CONNECTIONS: usize = 64;
 /// A client must send its request's headers within this.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a scrape waits for the fleet's measurement (one store read or two per
+/// piped) before it answers with the previous one; the measurement goes on, and the
+/// next scrape has it. Below Prometheus's default scrape timeout (10 s).
+const FLEET_WAIT: Duration = Duration::from_secs(5);
 
 /// What `/version` answers.
 pub fn version_json() -> serde_json::Value {
@@ -37,7 +41,7 @@ pub struct MetricsSource {
     pub handle: PrometheusHandle,
     pub stores: Stores,
     pub config_projects: Vec<String>,
-    pub fleet: FleetMetrics,
+    pub fleet: Arc<FleetMetrics>,
 }
 
 /// What renders `/metrics`.
@@ -56,7 +60,20 @@ impl Render for PrometheusHandle {
 
 impl Render for MetricsSource {
     async fn render(&self) -> String {
-        self.fleet.record(&self.stores, &self.config_projects).await;
+        // Measured on a task of its own, so that a large fleet on slow stores does not
+        // hold the scrape past FLEET_WAIT (nor is the measurement cut short when it does).
+        let (fleet, stores, projects) = (
+            self.fleet.clone(),
+            self.stores.clone(),
+            self.config_projects.clone(),
+        );
+        let measuring = tokio::spawn(async move { fleet.record(&stores, &projects).await });
+        if tokio::time::timeout(FLEET_WAIT, measuring).await.is_err() {
+            tracing::info!(
+                wait_secs = FLEET_WAIT.as_secs(),
+                "fleet gauges: the measurement goes on; this scrape has the previous one"
+            );
+        }
         let mut text = self.handle.render();
         // The process's CPU, memory, files and threads, and the pipeds' own metrics
         // labelled with the project and piped they came from (their `process_*` in the

@@ -294,7 +294,9 @@ pub async fn run(args: ServeArgs, otlp_endpoint: Option<&str>) -> Result<(), Cli
             handle: metrics,
             stores: app.stores.clone(),
             config_projects: app.job_settings().config_projects,
-            fleet: wisp_jobs::fleet::FleetMetrics::new(wisp_jobs::fleet::Scope::Everything),
+            fleet: std::sync::Arc::new(wisp_jobs::fleet::FleetMetrics::new(
+                wisp_jobs::fleet::Scope::Everything,
+            )),
         };
         tokio::spawn(super::ops_endpoint::serve(admin, source));
     }

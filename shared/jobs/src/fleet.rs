@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
+
 use wisp_proto::model::DeploymentStatus;
 use wisp_store::StoreError;
 use wisp_store::collection::now_unix;
@@ -70,12 +72,15 @@ pub async fn measure(
             .pipeds
             .list_all(slot::PIPED_BY_PROJECT, project.clone(), Some(&enabled))
             .await?;
-        for piped in pipeds {
-            // An unreadable stat counts as not connected; the measurement goes on.
-            let stat = match stores.piped_stats.get(&piped.id).await {
-                Ok(Some(stat)) if PipedStatStore::is_online(&stat, now) => Some(stat),
-                _ => None,
-            };
+        // Each piped's reads are independent: MEASURE_CONCURRENCY of them at a time, so
+        // that a large fleet on a remote store is measured in seconds, not one round trip
+        // after another. `buffered` keeps the pipeds' order, so the byte caps below leave
+        // out the same pipeds from one measurement to the next.
+        let mut readings = futures::stream::iter(pipeds)
+            .map(|piped| read_piped(stores, &project, piped, now, everything))
+            .buffered(MEASURE_CONCURRENCY);
+        while let Some(reading) = readings.next().await {
+            let PipedReading { piped, stat, open } = reading?;
             let connected = stat.is_some();
             if let Some(stat) = stat.filter(|s| {
                 everything
@@ -100,17 +105,6 @@ pub async fn measure(
                 .or_default();
             counts.registered += 1;
             counts.connected += u64::from(connected);
-            if !everything {
-                continue;
-            }
-            let open = stores
-                .deployments
-                .list_all(
-                    slot::DEPLOYMENT_OPEN_BY_PIPED,
-                    pk::project_piped(&project, &piped.id),
-                    None,
-                )
-                .await?;
             for deployment in open {
                 let status = DeploymentStatus::try_from(deployment.status)
                     .map_or("UNKNOWN", |s| s.as_str_name());
@@ -122,6 +116,44 @@ pub async fn measure(
         }
     }
     Ok(fleet)
+}
+
+/// Store reads of one piped a measurement makes at once, per project.
+const MEASURE_CONCURRENCY: usize = 16;
+
+/// What one piped's reads found: its stat if it is connected, its open deployments
+/// ([`Scope::Everything`] only).
+struct PipedReading {
+    piped: wisp_proto::model::Piped,
+    stat: Option<wisp_proto::model::PipedStat>,
+    open: Vec<wisp_proto::model::Deployment>,
+}
+
+async fn read_piped(
+    stores: &Stores,
+    project: &str,
+    piped: wisp_proto::model::Piped,
+    now: i64,
+    everything: bool,
+) -> Result<PipedReading, StoreError> {
+    // An unreadable stat counts as not connected; the measurement goes on.
+    let stat = match stores.piped_stats.get(&piped.id).await {
+        Ok(Some(stat)) if PipedStatStore::is_online(&stat, now) => Some(stat),
+        _ => None,
+    };
+    let open = if everything {
+        stores
+            .deployments
+            .list_all(
+                slot::DEPLOYMENT_OPEN_BY_PIPED,
+                pk::project_piped(project, &piped.id),
+                None,
+            )
+            .await?
+    } else {
+        Vec::new()
+    };
+    Ok(PipedReading { piped, stat, open })
 }
 
 /// The fleet's gauges in the metrics (`wisp_pipeds_registered`, `wisp_pipeds_connected`,

@@ -40,6 +40,15 @@ locals {
   task_deregistration_delay = 30
   spot_notice_seconds       = 120
 
+  # A reclaimed Spot task gets SIGTERM with the notice and may stay registered until it
+  # stops: for this long after SIGTERM `wisp serve` goes on serving with its health checks
+  # failing (WISP_SHUTDOWN_DELAY), and with Spot the checks run often enough
+  # (health_check_interval × health_unhealthy_threshold, 10 s) for the load balancer to
+  # stop routing to it within that time. stopTimeout must hold it and the 10 s drain.
+  task_shutdown_delay        = local.spot ? 15 : 0
+  health_check_interval      = local.spot ? 5 : 15
+  health_unhealthy_threshold = local.spot ? 2 : 3
+
   # The roles whose grants the task role holds: every one that serves a route. Not the
   # jobs': the tasks run none (WISP_NO_JOBS).
   task_grant_roles = ["piped-api", "api", "web-api", "http"]
@@ -64,6 +73,7 @@ locals {
       AWS_REGION           = local.region
     },
     var.web_prefix != null ? { WISP_WEB_PREFIX = var.web_prefix } : {},
+    local.task_shutdown_delay > 0 ? { WISP_SHUTDOWN_DELAY = "${local.task_shutdown_delay}s" } : {},
   )
 }
 
@@ -388,6 +398,10 @@ resource "aws_ecs_service" "serve" {
       error_message = "fargate_capacity = \"${var.fargate_capacity}\" puts tasks on Fargate Spot, which stops a reclaimed task two minutes (${local.spot_notice_seconds} s) after its notice: the target groups' deregistration delay (${local.task_deregistration_delay} s) plus fargate.stop_timeout (${var.fargate.stop_timeout} s) must fit in it; set stop_timeout to at most ${local.spot_notice_seconds - local.task_deregistration_delay}."
     }
     precondition {
+      condition     = var.fargate.stop_timeout >= local.task_shutdown_delay + 10
+      error_message = "fargate_capacity = \"${var.fargate_capacity}\": after SIGTERM the tasks serve on for ${local.task_shutdown_delay} s with failing health checks (WISP_SHUTDOWN_DELAY), then drain for up to 10 s; set fargate.stop_timeout to at least ${local.task_shutdown_delay + 10}."
+    }
+    precondition {
       condition     = var.fargate_capacity != "mixed" || var.fargate.on_demand_base < var.fargate.max_tasks
       error_message = "fargate.on_demand_base (${var.fargate.on_demand_base}) is not below fargate.max_tasks (${var.fargate.max_tasks}): no task would ever run on Spot; use fargate_capacity = \"on-demand\" instead."
     }
@@ -412,18 +426,19 @@ resource "aws_lb_target_group" "grpc" {
   # (Not so for a Spot reclaim, whose notice is the SIGTERM: docs/DEPLOY.md "Fargate Spot".)
   deregistration_delay = local.task_deregistration_delay
 
-  # A PipedService call without credentials: `wisp serve` answers UNAUTHENTICATED (16)
-  # from its gRPC stack without reading a store. (The ALB's default, a call to
-  # /AWS.ALB/healthcheck expecting UNIMPLEMENTED, gets HTTP 405: no such route.) /healthz
-  # is the HTTP group's check. tests/e2e/iam_enforced.rs sends both to the task.
+  # The standard gRPC health check: `wisp serve` answers OK (0) from the edge of its
+  # stack, without reading a store, and UNAVAILABLE once it drains (SIGTERM). (The ALB's
+  # default, a call to /AWS.ALB/healthcheck expecting UNIMPLEMENTED, gets HTTP 405: no
+  # such route.) /healthz is the HTTP group's check. tests/e2e/iam_enforced.rs sends both
+  # to the task.
   health_check {
     enabled             = true
-    path                = "/grpc.service.pipedservice.PipedService/ListUnhandledCommands"
-    matcher             = "16"
-    interval            = 15
-    timeout             = 5
+    path                = "/grpc.health.v1.Health/Check"
+    matcher             = "0"
+    interval            = local.health_check_interval
+    timeout             = 4
     healthy_threshold   = 2
-    unhealthy_threshold = 3
+    unhealthy_threshold = local.health_unhealthy_threshold
   }
 
   tags = local.tags
@@ -444,10 +459,10 @@ resource "aws_lb_target_group" "web" {
     enabled             = true
     path                = "/healthz"
     matcher             = "200"
-    interval            = 15
-    timeout             = 5
+    interval            = local.health_check_interval
+    timeout             = 4
     healthy_threshold   = 2
-    unhealthy_threshold = 3
+    unhealthy_threshold = local.health_unhealthy_threshold
   }
 
   tags = local.tags

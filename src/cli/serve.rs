@@ -149,10 +149,31 @@ pub struct ServeArgs {
         value_parser = super::flags::parse_duration
     )]
     pub idle_timeout: Duration,
+    /// On SIGTERM or Ctrl-C, go on serving this long with `/healthz` and the gRPC health
+    /// check (`grpc.health.v1.Health/Check`) failing, before closing the listener and
+    /// finishing the calls in flight (for at most 10 s): time for a load balancer that
+    /// still routes here to see the server unhealthy and send new connections elsewhere.
+    /// At most 5m.
+    #[arg(
+        long,
+        env = "WISP_SHUTDOWN_DELAY",
+        default_value = "0s",
+        value_parser = parse_shutdown_delay
+    )]
+    pub shutdown_delay: Duration,
     /// Do not run the scheduled jobs here (for instances beside one that runs them; see
     /// `wisp jobs list` for what they are and how often they run).
     #[arg(long, env = "WISP_NO_JOBS")]
     pub no_jobs: bool,
+}
+
+/// `--shutdown-delay`: a duration of at most 5 minutes.
+fn parse_shutdown_delay(value: &str) -> Result<Duration, String> {
+    let delay = super::flags::parse_duration(value)?;
+    if delay > Duration::from_secs(300) {
+        return Err("at most 5m: the process must stop in time for its runtime".into());
+    }
+    Ok(delay)
 }
 
 /// Where `/metrics` is served when `--admin-addr` is not given.
@@ -260,6 +281,7 @@ pub async fn run(args: ServeArgs, otlp_endpoint: Option<&str>) -> Result<(), Cli
             max_in_flight: args.max_in_flight,
             max_call_rate: args.max_call_rate,
             max_project_call_rate: args.max_project_call_rate,
+            shutdown_delay: args.shutdown_delay,
             tls: tls.clone(),
             ..ServerOptions::default()
         },

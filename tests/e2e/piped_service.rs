@@ -1755,6 +1755,86 @@ async fn sigterm_stops_the_server_cleanly() {
     ok(c.report_stat(ReportStatRequest::default()).await);
 }
 
+/// grpc.health.v1's messages, for the load balancer's gRPC health check.
+#[derive(Clone, PartialEq, prost::Message)]
+struct HealthCheckRequest {
+    #[prost(string, tag = "1")]
+    service: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct HealthCheckResponse {
+    #[prost(int32, tag = "1")]
+    status: i32,
+}
+
+/// `grpc.health.v1.Health/Check` over a new HTTP/2 connection to `addr`, as a load
+/// balancer's gRPC health check asks it: the status it answers, or the call's error.
+async fn grpc_health_check(addr: std::net::SocketAddr) -> Result<i32, tonic::Status> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connect: {e}")))?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.expect("channel ready");
+    let codec = tonic_prost::ProstCodec::<HealthCheckRequest, HealthCheckResponse>::default();
+    grpc.unary(
+        tonic::Request::new(HealthCheckRequest::default()),
+        http::uri::PathAndQuery::from_static("/grpc.health.v1.Health/Check"),
+        codec,
+    )
+    .await
+    .map(|r| r.into_inner().status)
+}
+
+/// With `--shutdown-delay`, SIGTERM first fails both health checks (`/healthz` 503, the
+/// gRPC check UNAVAILABLE) while the server still takes new connections, so that a load
+/// balancer still routing to it (a reclaimed Fargate Spot task) sends the next
+/// connections elsewhere before it stops listening; then it stops cleanly.
+#[tokio::test]
+async fn sigterm_with_a_shutdown_delay_fails_the_health_checks_while_still_serving() {
+    let dir = tempfile::tempdir().expect("data dir");
+    let mut server =
+        support::Server::start_with(dir.path(), &["--shutdown-delay".into(), "10s".into()], &[]);
+    let addr = server.addr();
+    let (status, body) = support::http_request_to(addr, http::Method::GET, "/healthz").await;
+    assert_eq!((status, body.as_str()), (http::StatusCode::OK, "ok"));
+    assert_eq!(
+        grpc_health_check(addr).await.expect("gRPC health"),
+        1,
+        "SERVING"
+    );
+
+    server.send_sigterm();
+    // Each check on a new connection: the listener is still open.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = support::http_request_to(addr, http::Method::GET, "/healthz").await;
+        if status == http::StatusCode::SERVICE_UNAVAILABLE {
+            assert_eq!(body, "draining");
+            break;
+        }
+        assert_eq!(status, http::StatusCode::OK, "{body}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/healthz still 200 after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let draining = grpc_health_check(addr).await;
+    assert_eq!(
+        draining.map_err(|s| s.code()),
+        Err(tonic::Code::Unavailable),
+        "the gRPC health check while draining"
+    );
+    let status = server.wait_exit(Duration::from_secs(60)).await;
+    let log = server.log_text();
+    let status = status.unwrap_or_else(|| panic!("still running 60 s after SIGTERM; log:\n{log}"));
+    assert!(status.success(), "{status:?}; log:\n{log}");
+    assert!(log.contains("health checks fail now"), "{log}");
+}
+
 /// A connection that never sends a request (a port scanner, a client that died) does
 /// not keep `wisp serve` from stopping.
 #[tokio::test]

@@ -202,8 +202,12 @@ run "fargate_mode" {
 
   # The load balancer: native gRPC for PipedService and APIService, HTTP for the rest.
   assert {
-    condition     = aws_lb_target_group.grpc[0].protocol_version == "GRPC" && aws_lb_target_group.grpc[0].target_type == "ip" && aws_lb_target_group.grpc[0].health_check[0].matcher == "16" && aws_lb_target_group.grpc[0].health_check[0].path == "/grpc.service.pipedservice.PipedService/ListUnhandledCommands"
-    error_message = "a gRPC target group of task addresses"
+    condition     = aws_lb_target_group.grpc[0].protocol_version == "GRPC" && aws_lb_target_group.grpc[0].target_type == "ip" && aws_lb_target_group.grpc[0].health_check[0].matcher == "0" && aws_lb_target_group.grpc[0].health_check[0].path == "/grpc.health.v1.Health/Check"
+    error_message = "a gRPC target group of task addresses, checked with the standard gRPC health check"
+  }
+  assert {
+    condition     = alltrue([for g in [aws_lb_target_group.grpc[0], aws_lb_target_group.web[0]] : g.health_check[0].interval == 15 && g.health_check[0].unhealthy_threshold == 3]) && !contains([for e in jsondecode(aws_ecs_task_definition.serve[0].container_definitions)[0].environment : e.name], "WISP_SHUTDOWN_DELAY")
+    error_message = "on-demand: no shutdown delay (ECS deregisters a task before its SIGTERM), health checks every 15 s"
   }
   assert {
     condition     = aws_lb_target_group.web[0].protocol_version == "HTTP1" && aws_lb_target_group.web[0].health_check[0].path == "/healthz" && aws_lb_target_group.web[0].health_check[0].matcher == "200"
@@ -353,6 +357,12 @@ run "fargate_spot" {
     condition     = aws_ecs_service.serve[0].desired_count == 2 && aws_appautoscaling_target.serve[0].min_capacity == 2 && aws_ecs_service.serve[0].deployment_circuit_breaker[0].rollback
     error_message = "the rest of the service as on-demand: two tasks at least, rolled back on failure"
   }
+  # A reclaimed task may stay registered: it serves on for 15 s with failing health
+  # checks, which the load balancer notices within 10 s.
+  assert {
+    condition     = { for e in jsondecode(aws_ecs_task_definition.serve[0].container_definitions)[0].environment : e.name => e.value }["WISP_SHUTDOWN_DELAY"] == "15s" && alltrue([for g in [aws_lb_target_group.grpc[0], aws_lb_target_group.web[0]] : g.health_check[0].interval * g.health_check[0].unhealthy_threshold <= 10 && g.health_check[0].timeout < g.health_check[0].interval])
+    error_message = "spot: a shutdown delay the health checks notice within"
+  }
 }
 
 # fargate_capacity = "mixed": on_demand_base tasks on FARGATE, all others on FARGATE_SPOT.
@@ -441,6 +451,19 @@ run "on_demand_with_a_long_stop_timeout" {
     condition     = jsondecode(aws_ecs_task_definition.serve[0].container_definitions)[0].stopTimeout == 100
     error_message = "on-demand keeps Fargate's 120 s bound only"
   }
+}
+
+# Under Spot the shutdown delay (15 s) and the drain (10 s) must fit in stopTimeout.
+run "spot_with_a_short_stop_timeout_is_refused" {
+  command = plan
+
+  variables {
+    compute          = "fargate"
+    fargate_capacity = "spot"
+    fargate          = { image = "wisp:0.1.0", stop_timeout = 20 }
+  }
+
+  expect_failures = [aws_ecs_service.serve]
 }
 
 run "mixed_without_an_on_demand_task_is_refused" {

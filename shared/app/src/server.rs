@@ -85,6 +85,10 @@ pub struct ServerOptions {
     pub max_project_call_rate: u32,
     /// How long in-flight calls may take to finish after shutdown is asked for.
     pub shutdown_grace: Duration,
+    /// How long the server goes on serving, its health checks failing, once shutdown is
+    /// asked for and before it stops listening: time for a load balancer that may still
+    /// route to it (a Fargate Spot task reclaimed) to see it unhealthy.
+    pub shutdown_delay: Duration,
     /// Serve TLS with this certificate (read again when its files change); plaintext
     /// when `None`.
     pub tls: Option<Arc<crate::tls::ReloadingCert>>,
@@ -100,6 +104,7 @@ impl Default for ServerOptions {
             max_call_rate: DEFAULT_CALL_RATE,
             max_project_call_rate: DEFAULT_PROJECT_CALL_RATE,
             shutdown_grace: SHUTDOWN_GRACE,
+            shutdown_delay: Duration::ZERO,
             tls: None,
         }
     }
@@ -167,7 +172,10 @@ impl Server {
             None => None,
         };
         let incoming = limited(listener, options.max_connections, options.idle_timeout, tls);
-        let layers = HttpLayers::grpc().with_console(wisp_console::ConsoleLayer::new(console));
+        let health = wisp_transport::Health::default();
+        let layers = HttpLayers::grpc()
+            .with_console(wisp_console::ConsoleLayer::new(console))
+            .with_health(health.clone());
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let server = TonicServer::builder()
             .accept_http1(true)
@@ -190,6 +198,17 @@ impl Server {
         tokio::select! {
             result = &mut server => result.map_err(ServerError::Serve),
             () = shutdown => {
+                health.set_draining();
+                if !options.shutdown_delay.is_zero() {
+                    tracing::info!(
+                        delay_secs = options.shutdown_delay.as_secs(),
+                        "shutting down: health checks fail now; serving on until the delay ends"
+                    );
+                    tokio::select! {
+                        result = &mut server => return result.map_err(ServerError::Serve),
+                        () = tokio::time::sleep(options.shutdown_delay) => {}
+                    }
+                }
                 tracing::info!("shutting down: finishing in-flight calls");
                 let _ = stop_tx.send(());
                 // A stuck client cannot keep the process alive.

@@ -21,5 +21,5 @@ pub mod trace;
 #[cfg(feature = "web")]
 pub mod web;
 
-pub use edge::{EdgeLayer, EdgeService};
+pub use edge::{EdgeLayer, EdgeService, Health};
 pub use stack::HttpLayers;

@@ -18,7 +18,7 @@ use tonic_web::GrpcWebLayer;
 use tower::Layer;
 use tower::layer::util::Identity;
 
-use crate::edge::{EdgeLayer, EdgeService};
+use crate::edge::{EdgeLayer, EdgeService, Health};
 
 /// Wisp's HTTP layers, in their one order (see the module). `C` is the console's layer
 /// (or [`Identity`] without a console), `G` the gRPC-web layer (or [`Identity`] for a
@@ -27,6 +27,7 @@ use crate::edge::{EdgeLayer, EdgeService};
 pub struct HttpLayers<C = Identity, G = GrpcWebLayer> {
     console: C,
     grpc_web: G,
+    health: Health,
 }
 
 impl HttpLayers {
@@ -35,6 +36,7 @@ impl HttpLayers {
         HttpLayers {
             console: Identity::new(),
             grpc_web: GrpcWebLayer::new(),
+            health: Health::default(),
         }
     }
 }
@@ -45,6 +47,7 @@ impl HttpLayers<Identity, Identity> {
         HttpLayers {
             console: Identity::new(),
             grpc_web: Identity::new(),
+            health: Health::default(),
         }
     }
 }
@@ -55,7 +58,16 @@ impl<G> HttpLayers<Identity, G> {
         HttpLayers {
             console,
             grpc_web: self.grpc_web,
+            health: self.health,
         }
+    }
+}
+
+impl<C, G> HttpLayers<C, G> {
+    /// The same stack with its health checks following `health` (a server that drains).
+    pub fn with_health(mut self, health: Health) -> Self {
+        self.health = health;
+        self
     }
 }
 
@@ -70,6 +82,6 @@ where
     type Service = HttpStack<C, G, S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        EdgeLayer.layer(self.console.layer(self.grpc_web.layer(inner)))
+        EdgeLayer::new(self.health.clone()).layer(self.console.layer(self.grpc_web.layer(inner)))
     }
 }

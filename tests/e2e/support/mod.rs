@@ -209,11 +209,21 @@ impl Server {
     /// exit; `None` if the server is still running then. Waits asynchronously, so that the
     /// test's own clients keep running (and can close their connections) meanwhile.
     pub async fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        self.send_sigterm();
+        self.wait_exit(limit).await
+    }
+
+    /// Sends SIGTERM and returns at once.
+    pub fn send_sigterm(&self) {
         let sent = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .expect("run kill");
         assert!(sent.success(), "kill -TERM failed");
+    }
+
+    /// Waits for the process to end, for at most `limit`; `None` if it is still running.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait for wisp serve") {

@@ -3,7 +3,7 @@
 //! TTLs are honoured on every read. When a write would exceed a bound, expired entries
 //! go first, then the least recently used ones; a value larger than the whole byte budget
 //! is simply not cached (a cache may always miss). Values are kept without spare
-//! capacity ([`compact`]), so the byte budget bounds the memory they take.
+//! capacity (`compact`), so the byte budget bounds the memory they take.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};

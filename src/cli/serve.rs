@@ -458,3 +458,16 @@ async fn check_default_passwords(
     tracing::warn!(addr = %addr, projects = %weak.join(", "), "serving with the default static admin password");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shutdown_delay_is_bounded_at_five_minutes() {
+        assert_eq!(parse_shutdown_delay("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_shutdown_delay("5m"), Ok(Duration::from_secs(300)));
+        let refused = parse_shutdown_delay("6m").expect_err("over 5m");
+        assert!(refused.contains("at most 5m"), "{refused}");
+    }
+}

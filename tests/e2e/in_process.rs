@@ -135,3 +135,86 @@ async fn a_stalled_upload_is_cut_off_at_the_request_timeout() {
     assert!(answer.contains("grpc-status:"), "{answer}");
     assert!(answer.contains("timeout"), "{answer}");
 }
+
+/// Sends `bytes` one at a time, as a slow or hostile client may; stops where the server
+/// closes the connection.
+async fn dribble(stream: &mut tokio::net::TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    for b in bytes {
+        stream.write_all(&[*b]).await?;
+        stream.flush().await?;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
+}
+
+/// The server tells HTTP/2 (gRPC) from HTTP/1 (browsers, gRPC-web) by the first bytes,
+/// however few arrive at a time, and bounds the calls of an HTTP/2 connection from its
+/// first SETTINGS.
+#[tokio::test]
+async fn the_protocol_is_told_from_first_bytes_however_they_arrive() {
+    let server = InProcess::start().await;
+
+    // HTTP/2's preface a byte at a time: the server answers with its SETTINGS.
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    dribble(&mut stream, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    // An empty SETTINGS frame of the client's.
+    stream
+        .write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])
+        .await
+        .unwrap();
+    let mut head = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head))
+        .await
+        .expect("no SETTINGS from the server")
+        .unwrap();
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    assert_eq!((head[3], head[4]), (4, 0), "not SETTINGS: {head:?}");
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).await.unwrap();
+    let settings: Vec<(u16, u32)> = payload
+        .chunks(6)
+        .map(|c| {
+            (
+                u16::from_be_bytes([c[0], c[1]]),
+                u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+            )
+        })
+        .collect();
+    // SETTINGS_MAX_CONCURRENT_STREAMS (3).
+    assert!(
+        settings.contains(&(3, wisp_app::server::MAX_STREAMS_PER_CONNECTION)),
+        "{settings:?}"
+    );
+
+    // HTTP/1 a byte at a time, starting as the preface does.
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    dribble(
+        &mut stream,
+        b"GET /healthz HTTP/1.1\r\nhost: wisp\r\nconnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("no answer over HTTP/1")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // What is neither: refused as HTTP/1 (400, or closed as soon as it is read).
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let _ = dribble(&mut stream, b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n").await;
+    let mut answer = Vec::new();
+    // Closed, or reset when the server closed with our bytes unread.
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("a connection of garbage left open");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 4"),
+        "{answer}"
+    );
+}

@@ -188,7 +188,7 @@ async fn the_protocol_is_told_from_first_bytes_however_they_arrive() {
         "{settings:?}"
     );
 
-    // HTTP/1 a byte at a time, starting as the preface does.
+    // HTTP/1 a byte at a time.
     let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     dribble(
         &mut stream,

@@ -70,9 +70,30 @@ impl ConfigError {
     /// Builds a [`ConfigError::Parse`] from a YAML error, moving the location next to the
     /// offending token so that messages read
     /// `file.yaml: spec: unknown field `x` at line 4 column 3, expected one of ...`.
-    pub(crate) fn from_yaml(source_name: &str, err: &serde_norway::Error) -> Self {
-        let text = redact_values(&err.to_string());
-        let location = err.location().map(|l| (l.line(), l.column()));
+    ///
+    /// `input` is the text that was parsed, when there is one: the parser places an error
+    /// at the end of a text without a final line break on a line after it, which is
+    /// moved back to the end of the text's last line.
+    pub(crate) fn from_yaml(
+        source_name: &str,
+        err: &serde_norway::Error,
+        input: Option<&str>,
+    ) -> Self {
+        let mut text = redact_values(&err.to_string());
+        let mut location = err.location().map(|l| (l.line(), l.column()));
+        if let (Some((line, column)), Some(input)) = (location, input) {
+            let within = within_text(input, line, column);
+            if within != (line, column) {
+                text = text.replace(
+                    &format!("at line {line} column {column}"),
+                    &format!(
+                        "at line {} column {} (the end of the text)",
+                        within.0, within.1
+                    ),
+                );
+                location = Some(within);
+            }
+        }
         let detail = match location {
             Some((line, column)) => place_location(&text, line, column),
             None => text,
@@ -139,6 +160,19 @@ fn describe_header(field: &str, found: Option<&str>, expected: &str) -> String {
     }
 }
 
+/// `(line, column)` if that line is in `input`, else the place just after its last
+/// character. Lines break at LF, CRLF and a lone CR, as in YAML.
+fn within_text(input: &str, line: usize, column: usize) -> (usize, usize) {
+    let lines = input.matches('\n').count() + input.matches('\r').count()
+        - input.matches("\r\n").count()
+        + 1;
+    if line <= lines {
+        return (line, column);
+    }
+    let last = input.rsplit(['\n', '\r']).next().unwrap_or(input);
+    (lines, last.chars().count() + 1)
+}
+
 fn place_location(text: &str, line: usize, column: usize) -> String {
     let at = format!("at line {line} column {column}");
     let suffix = format!(" {at}");
@@ -158,6 +192,37 @@ fn place_location(text: &str, line: usize, column: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::{place_location, redact_values};
+    use crate::{Config, ConfigError};
+
+    /// The parser puts an error at the end of a text without a final line break on the
+    /// line after it; a user is told the last line of what they wrote.
+    #[test]
+    fn an_error_at_the_end_is_placed_on_the_last_line() {
+        for (text, line, column) in [
+            ("{", 1, 2),
+            ("a: [", 1, 5),
+            ("spec:\n  x: {", 2, 7),
+            ("spec:\r  x: {", 2, 7),
+            ("spec:\r\n  x: {", 2, 7),
+            ("spec:\n  x: {\n", 3, 1),
+        ] {
+            let err = Config::from_yaml_str(text, "f.yaml").unwrap_err();
+            let ConfigError::Parse {
+                line: Some(l),
+                column: Some(c),
+                detail,
+                ..
+            } = &err
+            else {
+                panic!("{text:?}: {err:?}");
+            };
+            assert_eq!((*l, *c), (line, column), "{text:?}: {err}");
+            assert!(
+                detail.contains(&format!("at line {line} column {column}")),
+                "{text:?}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn location_goes_before_expected_list() {

@@ -110,8 +110,8 @@ impl Config {
     /// Upstream defaults are applied (cache TTL 5m, insight collector schedules, ...).
     /// Unsupported store types are *not* rejected here; see [`Config::ensure_supported`].
     pub fn from_yaml_str(yaml: &str, source_name: &str) -> Result<Self, ConfigError> {
-        let header: Option<Header> =
-            serde_norway::from_str(yaml).map_err(|e| ConfigError::from_yaml(source_name, &e))?;
+        let header: Option<Header> = serde_norway::from_str(yaml)
+            .map_err(|e| ConfigError::from_yaml(source_name, &e, Some(yaml)))?;
         let Some(header) = header else {
             return Err(ConfigError::Parse {
                 source_name: source_name.to_owned(),
@@ -135,8 +135,8 @@ impl Config {
             });
         }
 
-        let doc: Document =
-            serde_norway::from_str(yaml).map_err(|e| ConfigError::from_yaml(source_name, &e))?;
+        let doc: Document = serde_norway::from_str(yaml)
+            .map_err(|e| ConfigError::from_yaml(source_name, &e, Some(yaml)))?;
         let mut config = Config {
             source: source_name.to_owned(),
             spec: doc.spec,
@@ -263,7 +263,7 @@ impl Config {
             kind: KIND,
             spec: &self.spec,
         })
-        .map_err(|e| ConfigError::from_yaml(&self.source, &e))
+        .map_err(|e| ConfigError::from_yaml(&self.source, &e, None))
     }
 }
 

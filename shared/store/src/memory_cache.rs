@@ -254,23 +254,44 @@ impl Cache for MemoryCache {
         let value = compact(value);
         let now = Instant::now();
         let mut inner = self.lock();
-        let (mut fields, expires) = match inner.live(key, now) {
-            None => (HashMap::new(), None),
+        let max_bytes = inner.max_bytes;
+        // The field changes in place and only its own bytes are counted: a hash of
+        // 10,000 pipeds' stats is not recounted (nor moved) under the lock on each report.
+        let (stamp, delta, emptied) = match inner.live(key, now) {
+            None => {
+                let fields = HashMap::from([(field.to_string(), value)]);
+                inner.insert(key, Value::Hash(fields), None, now);
+                return Ok(());
+            }
             Some(Entry {
-                value: Value::Hash(_),
+                value: Value::Hash(h),
+                bytes,
+                stamp,
                 ..
-            }) => match inner.remove(key) {
-                Some(Entry {
-                    value: Value::Hash(h),
-                    expires,
-                    ..
-                }) => (h, expires),
-                _ => (HashMap::new(), None),
-            },
+            }) => {
+                let cost = |v: &Vec<u8>| ENTRY_OVERHEAD + field.len() + v.len();
+                let added = cost(&value);
+                let replaced = h.get(field).map_or(0, cost);
+                if *bytes - replaced + added > max_bytes {
+                    // The hash alone would outgrow the budget: this field is not cached
+                    // (a cache may miss), and its previous value must not be read.
+                    h.remove(field);
+                    *bytes -= replaced;
+                    (*stamp, -(replaced as isize), h.is_empty())
+                } else {
+                    h.insert(field.to_string(), value);
+                    *bytes = *bytes - replaced + added;
+                    (*stamp, added as isize - replaced as isize, false)
+                }
+            }
             Some(_) => return Err(wrong_type(key)),
         };
-        fields.insert(field.to_string(), value);
-        inner.insert(key, Value::Hash(fields), expires, now);
+        inner.bytes = inner.bytes.saturating_add_signed(delta);
+        if emptied {
+            // Like Redis: a hash with no fields does not exist.
+            inner.remove(key);
+        }
+        inner.enforce(stamp, now);
         Ok(())
     }
 
@@ -385,6 +406,63 @@ mod tests {
                 .expect("hash_set");
             assert!(cache.bytes() <= 4096);
         }
+    }
+
+    /// What the byte count should be: every entry counted afresh.
+    fn recount(cache: &MemoryCache) -> usize {
+        let inner = cache.lock();
+        inner
+            .entries
+            .iter()
+            .map(|(key, entry)| {
+                assert_eq!(entry.bytes, value_bytes(key, &entry.value), "{key}");
+                entry.bytes
+            })
+            .sum()
+    }
+
+    /// A hash is changed field by field (each piped's stat every minute): the count
+    /// follows replacements, and a field that would take the hash past the budget is not
+    /// cached while the others stay; its previous value is not read any more.
+    #[tokio::test]
+    async fn a_hash_field_is_counted_alone_and_a_full_hash_refuses_it() {
+        let cache = MemoryCache::new(usize::MAX, 2048);
+        for round in 0..3usize {
+            for i in 0..10 {
+                let value = vec![0; 50 + 10 * ((i + round) % 4)];
+                cache
+                    .hash_set("h", &format!("f{i}"), value)
+                    .await
+                    .expect("hash_set");
+                assert_eq!(cache.bytes(), recount(&cache));
+            }
+        }
+        let before = cache.hash_get_all("h").await.expect("all");
+        assert_eq!(before.len(), 10);
+        cache
+            .hash_set("h", "f3", vec![1; 1500])
+            .await
+            .expect("hash_set");
+        assert_eq!(cache.hash_get("h", "f3").await.expect("get"), None);
+        let after = cache.hash_get_all("h").await.expect("all");
+        assert_eq!(after.len(), 9);
+        for (field, value) in &after {
+            assert_eq!(before.get(field), Some(value), "{field}");
+        }
+        assert_eq!(cache.bytes(), recount(&cache));
+        assert!(cache.bytes() <= 2048);
+        // Other keys still make room for the hash, least recently used first.
+        cache.put("k", vec![0; 600], None).await.expect("put");
+        cache
+            .hash_set("h", "f3", vec![2; 300])
+            .await
+            .expect("hash_set");
+        assert_eq!(cache.get("k").await.expect("get"), None);
+        assert_eq!(
+            cache.hash_get("h", "f3").await.expect("get"),
+            Some(vec![2; 300])
+        );
+        assert_eq!(cache.bytes(), recount(&cache));
     }
 
     #[tokio::test]

@@ -860,32 +860,33 @@ async fn piped_stat_online_offline() {
 async fn piped_stat_stale_cache_does_not_hide_a_fresh_report() {
     let env = env();
     let ps = &env.stores.piped_stats;
+    let cached = || async {
+        env.stores
+            .cache
+            .hash_get(PIPED_STATS_CACHE_KEY, "p1")
+            .await
+            .expect("cache")
+            .expect("cached")
+    };
     let now = now_unix();
+    ps.put("proj", "p1", b"old".to_vec(), now - 600)
+        .await
+        .expect("put");
+    let old = cached().await;
     ps.put("proj", "p1", b"m".to_vec(), now).await.expect("put");
-    // The cache holds an old value (e.g. a cache write failed after the datastore write).
-    let old = format!(
-        "{{\"piped_id\":\"p1\",\"metrics\":\"bQ==\",\"timestamp\":{}}}",
-        now - 600
-    );
+    let fresh = cached().await;
+    assert_ne!(old, fresh);
+    // The cache holds the old value (e.g. a cache write failed after the datastore write).
     env.stores
         .cache
-        .hash_set(PIPED_STATS_CACHE_KEY, "p1", old.into_bytes())
+        .hash_set(PIPED_STATS_CACHE_KEY, "p1", old)
         .await
         .expect("cache");
     let stat = ps.get("p1").await.expect("get").expect("stat");
     assert_eq!(stat.timestamp, now);
     assert_eq!(stat.metrics, b"m");
-    // ...and the cache was refreshed in upstream's JSON shape.
-    let raw = env
-        .stores
-        .cache
-        .hash_get(PIPED_STATS_CACHE_KEY, "p1")
-        .await
-        .expect("cache")
-        .expect("cached");
-    let value: serde_json::Value = serde_json::from_slice(&raw).expect("json");
-    assert_eq!(value["timestamp"], serde_json::json!(now));
-    assert_eq!(value["metrics"], serde_json::json!("bQ=="));
+    // ...and the cache was refreshed.
+    assert_eq!(cached().await, fresh);
 }
 
 /// With a shared cache (Redis) a report goes to the cache alone, as upstream keeps it:
@@ -902,6 +903,18 @@ async fn piped_stat_lives_in_a_shared_cache_alone() {
     let stat = ps.get("p1").await.expect("get").expect("stat");
     assert_eq!((stat.metrics.as_slice(), stat.timestamp), (&b"m1"[..], now));
     assert!(is_online(&stat, now));
+    // In upstream's JSON shape, as its control plane keeps it in Redis.
+    let raw = env
+        .stores
+        .cache
+        .hash_get(PIPED_STATS_CACHE_KEY, "p1")
+        .await
+        .expect("cache")
+        .expect("cached");
+    let value: serde_json::Value = serde_json::from_slice(&raw).expect("json");
+    assert_eq!(value["piped_id"], serde_json::json!("p1"));
+    assert_eq!(value["timestamp"], serde_json::json!(now));
+    assert_eq!(value["metrics"], serde_json::json!("bTE="));
     assert!(matches!(
         env.stores
             .datastore

@@ -115,9 +115,8 @@ pub struct ServeArgs {
     /// Most calls worked on at once (counted from when a call's request is read). Past
     /// it, calls wait in a line four times as long for at most 2 s, then get UNAVAILABLE
     /// (which pipeds retry) instead of slowing every call down until all of them time
-    /// out. One piped, API key or console user may have a quarter of them (past that,
-    /// UNAVAILABLE at once), one project half (past that, its calls wait in a line of
-    /// their own, half of the line's length).
+    /// out. One piped, API key or console user may have a quarter of them, one project
+    /// half.
     #[arg(long, env = "WISP_MAX_IN_FLIGHT", default_value_t = DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: usize,
     /// Most calls per second one piped, API key or console user may make (checked once

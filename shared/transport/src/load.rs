@@ -13,10 +13,8 @@
 //! each service's gate takes the turn once the caller is authenticated and the request's
 //! body is read (a caller that stalls its upload holds no turn), and one principal (a
 //! piped, an API key, a console user) may hold at most a quarter of the turns, one
-//! project half of them. Past its own share a principal gets `UNAVAILABLE` at once; past
-//! its project's, a call waits in that project's line (bounded and timed as the
-//! process's), so a fleet of one project rides out a burst instead of retrying it, while
-//! the other projects' calls go on beside it.
+//! project half of them: past its share, a caller gets `UNAVAILABLE` at once while the
+//! others go on.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,114 +50,7 @@ pub struct InFlightLimit {
     max_in_flight: usize,
     max_waiting: usize,
     max_wait: Duration,
-    /// Each principal's share (held counts; the project side is `projects`).
     shares: Arc<Shares>,
-    projects: Arc<ProjectLines>,
-}
-
-/// Each project's share of the turns, with a line of its own in front of it.
-#[derive(Debug)]
-struct ProjectLines {
-    per_project: usize,
-    /// Calls one project may have waiting for its share.
-    max_waiting: usize,
-    /// Projects with a call holding or waiting for a share; an entry goes with the last.
-    lines: Mutex<HashMap<String, Arc<ProjectLine>>>,
-}
-
-#[derive(Debug)]
-struct ProjectLine {
-    turns: Arc<Semaphore>,
-    waiting: AtomicUsize,
-}
-
-/// A call's place in its project's share, given back when dropped.
-#[derive(Debug)]
-struct ProjectTurn {
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    line: Arc<ProjectLine>,
-    project: String,
-    lines: Arc<ProjectLines>,
-}
-
-impl Drop for ProjectTurn {
-    fn drop(&mut self) {
-        drop(self.permit.take());
-        self.lines.release(&self.project, &self.line);
-    }
-}
-
-impl ProjectLines {
-    fn line(&self, project: &str) -> Arc<ProjectLine> {
-        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        lines
-            .entry(project.to_owned())
-            .or_insert_with(|| {
-                Arc::new(ProjectLine {
-                    turns: Arc::new(Semaphore::new(self.per_project)),
-                    waiting: AtomicUsize::new(0),
-                })
-            })
-            .clone()
-    }
-
-    /// Forgets `project`'s line once no call holds or waits for it (only the map and
-    /// `line` itself refer to it; every reference is taken under the lock).
-    fn release(&self, project: &str, line: &Arc<ProjectLine>) {
-        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        if Arc::strong_count(line) == 2
-            && lines
-                .get(project)
-                .is_some_and(|held| Arc::ptr_eq(held, line))
-        {
-            lines.remove(project);
-        }
-    }
-
-    /// A place in `project`'s share, waiting in its line until `deadline`; `None` when
-    /// the line is full or the wait ends first. `waiting` counts the process's waiters.
-    async fn turn(
-        self: &Arc<Self>,
-        project: &str,
-        deadline: tokio::time::Instant,
-        waiting: &AtomicUsize,
-        max_waiting: usize,
-    ) -> Option<ProjectTurn> {
-        let line = self.line(project);
-        let mut turn = ProjectTurn {
-            permit: None,
-            line: line.clone(),
-            project: project.to_owned(),
-            lines: self.clone(),
-        };
-        if let Ok(permit) = line.turns.clone().try_acquire_owned() {
-            turn.permit = Some(permit);
-            return Some(turn);
-        }
-        let _place = Place(&line.waiting);
-        let in_line = line.waiting.fetch_add(1, Ordering::AcqRel);
-        let _process_place = Place(waiting);
-        let in_process = waiting.fetch_add(1, Ordering::AcqRel);
-        if in_line >= self.max_waiting || in_process >= max_waiting {
-            return None;
-        }
-        let permit = tokio::time::timeout_at(deadline, line.turns.clone().acquire_owned())
-            .await
-            .ok()?
-            .ok()?;
-        turn.permit = Some(permit);
-        Some(turn)
-    }
-}
-
-/// A place counted in a line while it waits, given back however the wait ends (the
-/// caller going away included).
-struct Place<'a>(&'a AtomicUsize);
-
-impl Drop for Place<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// What is held per principal and per project (turns here, decode-budget units in the
@@ -228,7 +119,6 @@ static PROCESS: OnceLock<InFlightLimit> = OnceLock::new();
 pub struct Turn {
     _turn: tokio::sync::OwnedSemaphorePermit,
     _gauge: InFlightGauge,
-    _project: ProjectTurn,
     shares: Arc<Shares>,
     owner: Principal,
 }
@@ -261,7 +151,6 @@ impl InFlightLimit {
         )
     }
 
-    /// `max_waiting` calls may wait in all, a project's share of them in its own line.
     pub fn with_line(max_in_flight: usize, max_waiting: usize, max_wait: Duration) -> Self {
         let max_in_flight = max_in_flight.clamp(1, Semaphore::MAX_PERMITS);
         InFlightLimit {
@@ -272,13 +161,8 @@ impl InFlightLimit {
             max_wait,
             shares: Arc::new(Shares::new(
                 (max_in_flight / PRINCIPAL_SHARE_DIVISOR).max(1),
-                usize::MAX,
+                (max_in_flight / PROJECT_SHARE_DIVISOR).max(1),
             )),
-            projects: Arc::new(ProjectLines {
-                per_project: (max_in_flight / PROJECT_SHARE_DIVISOR).max(1),
-                max_waiting: (max_waiting / PROJECT_SHARE_DIVISOR).max(1),
-                lines: Mutex::default(),
-            }),
         }
     }
 
@@ -291,38 +175,22 @@ impl InFlightLimit {
     /// A turn for a call of `owner`, within its shares and the bound; the error is the
     /// status to answer with (`UNAVAILABLE`, which pipeds retry).
     pub async fn turn_for(&self, owner: &Principal) -> Result<Turn, Status> {
-        let shed = |message: &'static str| {
-            metrics::counter!(wisp_telemetry::GRPC_SHED).increment(1);
-            Err(Status::unavailable(message))
-        };
         if !self.shares.take(owner, 1) {
-            return shed("server busy: this caller has too many calls in progress; retry shortly");
+            metrics::counter!(wisp_telemetry::GRPC_SHED).increment(1);
+            return Err(Status::unavailable(
+                "server busy: this caller has too many calls in progress; retry shortly",
+            ));
         }
-        // Given back however this ends; the turn below takes it over.
-        struct Held<'a>(&'a Shares, &'a Principal);
-        impl Drop for Held<'_> {
-            fn drop(&mut self) {
-                self.0.give_back(self.1, 1);
-            }
-        }
-        let held = Held(&self.shares, owner);
-        // One wait for both lines: the project's, then the process's.
-        let deadline = tokio::time::Instant::now() + self.max_wait;
-        let Some(project) = self
-            .projects
-            .turn(&owner.project, deadline, &self.waiting, self.max_waiting)
-            .await
-        else {
-            return shed("server busy: this project has too many calls in progress; retry shortly");
+        let Some(turn) = self.turn().await else {
+            self.shares.give_back(owner, 1);
+            metrics::counter!(wisp_telemetry::GRPC_SHED).increment(1);
+            return Err(Status::unavailable(
+                "server busy: too many calls in progress; retry shortly",
+            ));
         };
-        let Some(turn) = self.turn_until(deadline).await else {
-            return shed("server busy: too many calls in progress; retry shortly");
-        };
-        std::mem::forget(held);
         Ok(Turn {
             _turn: turn,
             _gauge: InFlightGauge::up(),
-            _project: project,
             shares: self.shares.clone(),
             owner: owner.clone(),
         })
@@ -343,22 +211,22 @@ impl InFlightLimit {
 
     /// Waits for a turn within the bounds; `None` when the call is to be turned away.
     async fn turn(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.turn_until(tokio::time::Instant::now() + self.max_wait)
-            .await
-    }
-
-    async fn turn_until(
-        &self,
-        deadline: tokio::time::Instant,
-    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
         if let Ok(turn) = self.turns.clone().try_acquire_owned() {
             return Some(turn);
+        }
+        // Counted while waiting, and given back however the wait ends (the caller going
+        // away included).
+        struct Place<'a>(&'a AtomicUsize);
+        impl Drop for Place<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
         }
         let _place = Place(&self.waiting);
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_waiting {
             return None;
         }
-        tokio::time::timeout_at(deadline, self.turns.clone().acquire_owned())
+        tokio::time::timeout(self.max_wait, self.turns.clone().acquire_owned())
             .await
             .ok()?
             .ok()
@@ -535,14 +403,6 @@ mod tests {
         }
     }
 
-    /// Nothing held or waiting anywhere.
-    fn idle(limit: &InFlightLimit) -> bool {
-        limit.in_flight() == 0
-            && limit.shares.is_empty()
-            && limit.waiting.load(Ordering::Acquire) == 0
-            && limit.projects.lines.lock().unwrap().is_empty()
-    }
-
     #[tokio::test(start_paused = true)]
     async fn one_caller_holds_at_most_its_share_of_the_turns() {
         // 8 turns: 2 per principal, 4 per project.
@@ -552,66 +412,21 @@ mod tests {
             limit.turn_for(&slow).await.unwrap(),
             limit.turn_for(&slow).await.unwrap(),
         ];
-        // Past its own share a caller is refused at once, without waiting.
-        let started = tokio::time::Instant::now();
         let err = limit.turn_for(&slow).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::Unavailable);
-        assert_eq!(started.elapsed(), Duration::ZERO);
         // The project's other callers get the rest of its half.
         let more = [
             limit.turn_for(&owner("other", "a")).await.unwrap(),
             limit.turn_for(&owner("other", "b")).await.unwrap(),
         ];
+        assert!(limit.turn_for(&owner("other", "c")).await.is_err());
         // Another project's piped is not held up.
         let piped = owner("quickstart", "piped:p");
         drop(limit.turn_for(&piped).await.unwrap());
         assert_eq!(limit.in_flight(), 4);
         drop((held, more));
-        assert!(idle(&limit));
-    }
-
-    /// A project past its half waits in its own line (a fleet's burst is ridden out, not
-    /// retried), bounded in length and time, while other projects' calls go on.
-    #[tokio::test(start_paused = true)]
-    async fn past_its_share_a_project_waits_in_its_own_line() {
-        // 8 turns, 4 per project; 4 may wait in all, 2 of them per project.
-        let limit = InFlightLimit::with_line(8, 4, Duration::from_secs(2));
-        let fleet = |n: usize| owner("fleet", &format!("piped:{n}"));
-        let mut held: Vec<Turn> = Vec::new();
-        for n in 0..4 {
-            held.push(limit.turn_for(&fleet(n)).await.unwrap());
-        }
-        let waiting: Vec<_> = (4..6)
-            .map(|n| {
-                let limit = limit.clone();
-                tokio::spawn(async move { limit.turn_for(&fleet(n)).await })
-            })
-            .collect();
-        tokio::task::yield_now().await;
-        assert!(waiting.iter().all(|w| !w.is_finished()));
-        // The line is full: the next call of the project is refused at once.
-        let started = tokio::time::Instant::now();
-        let err = limit.turn_for(&fleet(6)).await.unwrap_err();
-        assert_eq!(err.code(), tonic::Code::Unavailable);
-        assert!(err.message().contains("project"), "{}", err.message());
-        assert_eq!(started.elapsed(), Duration::ZERO);
-        // Another project is served at once, beside the waiting ones.
-        let other = limit.turn_for(&owner("other", "piped:q")).await.unwrap();
-        assert_eq!(started.elapsed(), Duration::ZERO);
-        assert_eq!(limit.in_flight(), 5);
-
-        // A turn given back goes to the first in the project's line.
-        held.pop();
-        let mut waiting = waiting.into_iter();
-        let first = waiting.next().unwrap().await.unwrap().unwrap();
-        assert_eq!(limit.in_flight(), 5);
-        // The other waits out its time and is turned away.
-        let second = waiting.next().unwrap().await.unwrap().unwrap_err();
-        assert_eq!(second.code(), tonic::Code::Unavailable);
-        assert_eq!(started.elapsed(), Duration::from_secs(2));
-
-        drop((held, first, other));
-        assert!(idle(&limit));
+        assert_eq!(limit.in_flight(), 0);
+        assert!(limit.shares.is_empty());
     }
 
     #[tokio::test(start_paused = true)]

@@ -147,6 +147,127 @@ async fn dribble(stream: &mut tokio::net::TcpStream, bytes: &[u8]) -> std::io::R
     Ok(())
 }
 
+/// The next frame of `stream`: (type, flags, stream id, payload).
+async fn read_frame(stream: &mut tokio::net::TcpStream) -> (u8, u8, u32, Vec<u8>) {
+    let mut head = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head))
+        .await
+        .expect("no frame from the server")
+        .unwrap();
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).await.unwrap();
+    (head[3], head[4], id, payload)
+}
+
+/// Every HTTP/2 response is dated, and its `date` (new each second) is sent as a literal
+/// HPACK never indexes: a connection's header table does not fill with dates (about
+/// 6 KiB of memory per connection otherwise; benches/README.md).
+#[tokio::test]
+async fn responses_are_dated_without_filling_the_header_table() {
+    let server = InProcess::start().await;
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    // Requests for /healthz, 2 s apart so that the second gets another date. HPACK by
+    // hand: GET, http, a literal :path and :authority (RFC 7541 appendix A indexes).
+    let mut blocks = Vec::new();
+    for stream_id in [1u32, 3] {
+        if stream_id > 1 {
+            tokio::time::sleep(Duration::from_millis(2100)).await;
+        }
+        let mut block = vec![0x82, 0x86, 0x04, 8];
+        block.extend_from_slice(b"/healthz");
+        block.extend_from_slice(&[0x01, 4]);
+        block.extend_from_slice(b"wisp");
+        let mut frame = (block.len() as u32).to_be_bytes()[1..].to_vec();
+        // HEADERS, END_STREAM | END_HEADERS.
+        frame.extend_from_slice(&[1, 0x5]);
+        frame.extend_from_slice(&stream_id.to_be_bytes());
+        frame.extend_from_slice(&block);
+        stream.write_all(&frame).await.unwrap();
+        loop {
+            let (kind, _, id, payload) = read_frame(&mut stream).await;
+            if kind == 1 && id == stream_id {
+                blocks.push(payload);
+                break;
+            }
+        }
+    }
+    for block in &blocks {
+        let fields = hpack_representations(block);
+        // :status 200, from the static table.
+        assert_eq!(fields.first(), Some(&(Hpack::Indexed, 8)), "{fields:?}");
+        // `date` is the static table's name 33.
+        let dates: Vec<_> = fields.iter().filter(|(_, name)| *name == 33).collect();
+        assert_eq!(dates, [&(Hpack::NeverIndexed, 33)], "{fields:?}");
+    }
+}
+
+/// How a field of an HPACK block is sent (RFC 7541 section 6).
+#[derive(Debug, PartialEq)]
+enum Hpack {
+    Indexed,
+    Incremental,
+    WithoutIndexing,
+    NeverIndexed,
+    TableSizeUpdate,
+}
+
+/// Each field of `block` with its representation and the table index it names (0 for a
+/// literal name).
+fn hpack_representations(block: &[u8]) -> Vec<(Hpack, usize)> {
+    fn integer(block: &[u8], at: &mut usize, prefix_bits: u32) -> usize {
+        let mask = (1usize << prefix_bits) - 1;
+        let mut value = block[*at] as usize & mask;
+        *at += 1;
+        if value == mask {
+            let mut shift = 0;
+            loop {
+                let b = block[*at];
+                *at += 1;
+                value += ((b & 0x7f) as usize) << shift;
+                shift += 7;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+        }
+        value
+    }
+    fn skip_string(block: &[u8], at: &mut usize) {
+        let len = integer(block, at, 7);
+        *at += len;
+    }
+    let mut fields = Vec::new();
+    let mut at = 0;
+    while at < block.len() {
+        let first = block[at];
+        let (kind, prefix_bits) = match first {
+            b if b & 0x80 != 0 => (Hpack::Indexed, 7),
+            b if b & 0x40 != 0 => (Hpack::Incremental, 6),
+            b if b & 0x20 != 0 => (Hpack::TableSizeUpdate, 5),
+            b if b & 0x10 != 0 => (Hpack::NeverIndexed, 4),
+            _ => (Hpack::WithoutIndexing, 4),
+        };
+        let index = integer(block, &mut at, prefix_bits);
+        match kind {
+            Hpack::Indexed | Hpack::TableSizeUpdate => {}
+            _ => {
+                if index == 0 {
+                    skip_string(block, &mut at);
+                }
+                skip_string(block, &mut at);
+            }
+        }
+        fields.push((kind, index));
+    }
+    fields
+}
+
 /// The server tells HTTP/2 (gRPC) from HTTP/1 (browsers, gRPC-web) by the first bytes,
 /// however few arrive at a time, and bounds the calls of an HTTP/2 connection from its
 /// first SETTINGS.

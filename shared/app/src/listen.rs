@@ -168,8 +168,9 @@ impl Connected for LimitedConn {
 }
 
 /// Outermost layer of a Wisp server ([`crate::server`]): marks each request in flight on its connection
-/// until its response is sent, lets the gate mark the connection authenticated, and
-/// puts the TCP peer where tonic's `remote_addr` looks for it.
+/// until its response is sent, lets the gate mark the connection authenticated, puts
+/// the TCP peer where tonic's `remote_addr` looks for it, and dates the response
+/// ([`response_date`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConnectionLayer;
 
@@ -218,7 +219,10 @@ where
         });
         let response = self.inner.call(req);
         Box::pin(async move {
-            let response = response.await?;
+            let mut response = response.await?;
+            if let Some(date) = response_date() {
+                response.headers_mut().insert(http::header::DATE, date);
+            }
             // In flight until the response body is sent (or dropped).
             Ok(match in_request {
                 Some(in_request) => response.map(|body| {
@@ -289,4 +293,35 @@ impl AsyncWrite for LimitedConn {
             Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
+}
+
+/// The `date` of a response, marked sensitive so that HPACK never indexes it.
+///
+/// hyper dates every response that has no `date` (and leaves one that has). The value
+/// changes each second, so each HTTP/2 connection's HPACK encoder would store a new
+/// entry each second it answers, until its table holds the 4 KiB its client allows:
+/// about 6 KiB of memory per connection, 55 MiB for 10,000 pipeds (benches/README.md).
+/// h2 sends a sensitive value as a literal that is never indexed; the bytes on the wire
+/// are the same as when a new value is indexed. `None` if the clock cannot be formatted.
+fn response_date() -> Option<http::HeaderValue> {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        /// The second last formatted on this thread, and its value.
+        static LAST: RefCell<Option<(u64, http::HeaderValue)>> = const { RefCell::new(None) };
+    }
+    let now = SystemTime::now();
+    let second = now.duration_since(UNIX_EPOCH).ok()?.as_secs();
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((at, value)) if *at == second => Some(value.clone()),
+            _ => {
+                let mut value = http::HeaderValue::try_from(httpdate::fmt_http_date(now)).ok()?;
+                value.set_sensitive(true);
+                *last = Some((second, value.clone()));
+                Some(value)
+            }
+        }
+    })
 }

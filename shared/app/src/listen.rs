@@ -169,8 +169,8 @@ impl Connected for LimitedConn {
 
 /// Outermost layer of a Wisp server ([`crate::server`]): marks each request in flight on its connection
 /// until its response is sent, lets the gate mark the connection authenticated, puts
-/// the TCP peer where tonic's `remote_addr` looks for it, and dates the response
-/// ([`response_date`]).
+/// the TCP peer where tonic's `remote_addr` looks for it, and dates the response with a
+/// value HPACK never indexes (see `response_date`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConnectionLayer;
 

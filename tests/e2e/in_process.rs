@@ -285,15 +285,8 @@ async fn the_protocol_is_told_from_first_bytes_however_they_arrive() {
         .write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])
         .await
         .unwrap();
-    let mut head = [0u8; 9];
-    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head))
-        .await
-        .expect("no SETTINGS from the server")
-        .unwrap();
-    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-    assert_eq!((head[3], head[4]), (4, 0), "not SETTINGS: {head:?}");
-    let mut payload = vec![0u8; len];
-    stream.read_exact(&mut payload).await.unwrap();
+    let (kind, flags, _, payload) = read_frame(&mut stream).await;
+    assert_eq!((kind, flags), (4, 0), "not SETTINGS");
     let settings: Vec<(u16, u32)> = payload
         .chunks(6)
         .map(|c| {

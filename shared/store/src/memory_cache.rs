@@ -60,15 +60,17 @@ struct Inner {
     max_bytes: usize,
 }
 
+/// What one field of a hash counts against the byte budget.
+fn field_bytes(field: &str, value: &[u8]) -> usize {
+    ENTRY_OVERHEAD + field.len() + value.len()
+}
+
 fn value_bytes(key: &str, value: &Value) -> usize {
     ENTRY_OVERHEAD
         + key.len()
         + match value {
             Value::Bytes(b) => b.len(),
-            Value::Hash(h) => h
-                .iter()
-                .map(|(f, v)| ENTRY_OVERHEAD + f.len() + v.len())
-                .sum(),
+            Value::Hash(h) => h.iter().map(|(f, v)| field_bytes(f, v)).sum(),
         }
 }
 
@@ -257,7 +259,7 @@ impl Cache for MemoryCache {
         let max_bytes = inner.max_bytes;
         // The field changes in place and only its own bytes are counted: a hash of
         // 10,000 pipeds' stats is not recounted (nor moved) under the lock on each report.
-        let (stamp, delta, emptied) = match inner.live(key, now) {
+        let (stamp, replaced, added, emptied) = match inner.live(key, now) {
             None => {
                 let fields = HashMap::from([(field.to_string(), value)]);
                 inner.insert(key, Value::Hash(fields), None, now);
@@ -269,24 +271,23 @@ impl Cache for MemoryCache {
                 stamp,
                 ..
             }) => {
-                let cost = |v: &Vec<u8>| ENTRY_OVERHEAD + field.len() + v.len();
-                let added = cost(&value);
-                let replaced = h.get(field).map_or(0, cost);
+                let replaced = h.get(field).map_or(0, |old| field_bytes(field, old));
+                let added = field_bytes(field, &value);
                 if *bytes - replaced + added > max_bytes {
                     // The hash alone would outgrow the budget: this field is not cached
                     // (a cache may miss), and its previous value must not be read.
                     h.remove(field);
                     *bytes -= replaced;
-                    (*stamp, -(replaced as isize), h.is_empty())
+                    (*stamp, replaced, 0, h.is_empty())
                 } else {
                     h.insert(field.to_string(), value);
                     *bytes = *bytes - replaced + added;
-                    (*stamp, added as isize - replaced as isize, false)
+                    (*stamp, replaced, added, false)
                 }
             }
             Some(_) => return Err(wrong_type(key)),
         };
-        inner.bytes = inner.bytes.saturating_add_signed(delta);
+        inner.bytes = inner.bytes.saturating_sub(replaced) + added;
         if emptied {
             // Like Redis: a hash with no fields does not exist.
             inner.remove(key);
@@ -330,7 +331,7 @@ impl Cache for MemoryCache {
                 ..
             }) => match h.remove(field) {
                 Some(v) => {
-                    let freed = ENTRY_OVERHEAD + field.len() + v.len();
+                    let freed = field_bytes(field, &v);
                     *bytes = bytes.saturating_sub(freed);
                     (freed, h.is_empty())
                 }

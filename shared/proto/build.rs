@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read when the script runs, not when it was compiled: a target directory reused from
+    // another checkout must not compile that checkout's protos.
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let mut protos = Vec::new();
     // Each service's RPC names, in the order of its .proto files (`rpcs.rs`).
     let mut rpcs = String::new();

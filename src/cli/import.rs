@@ -173,9 +173,10 @@ fn print_refusals(guard: &ImportGuard, dry_run: bool) {
     }
 }
 
-/// Upstream's filestore, opened by the one store opener (`wisp_app::stores`): S3, MinIO
-/// (through the S3 API), or a directory holding a copy of the bucket (`type: LOCAL`,
-/// `config.dir`, which must exist: an upstream filestore has no default directory).
+/// Upstream's filestore, opened by the one store opener (`wisp_app::stores`), to be read
+/// only: S3, MinIO (through the S3 API), or a directory holding a copy of the bucket
+/// (`type: LOCAL`, `config.dir`, which must exist: an upstream filestore has no default
+/// directory), whose files are read as they are.
 async fn open_upstream_filestore(
     config: &FilestoreConfig,
     from: &Path,
@@ -209,7 +210,7 @@ async fn open_upstream_filestore(
     }
     // The directory is set: no default under a data directory applies.
     let no_data_dir = Path::new("");
-    wisp_app::stores::open_filestore(config, no_data_dir)
+    wisp_app::stores::open_filestore_read_only(config, no_data_dir)
         .await
         .map_err(|e| {
             let message = format!("the upstream filestore: {e}");

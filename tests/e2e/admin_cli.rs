@@ -713,8 +713,8 @@ fn data_files_are_owner_only() {
     assert_eq!(mode(&data.join("wisp.db")), 0o600, "the database");
     assert_eq!(mode(&data.join("filestore")), 0o700, "the filestore");
     assert_eq!(
-        mode(&data.join("filestore").join("revocations.json")),
+        mode(&data.join("filestore").join("objects.db")),
         0o600,
-        "an object"
+        "the objects' database"
     );
 }

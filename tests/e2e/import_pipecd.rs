@@ -288,6 +288,30 @@ async fn an_upstream_control_plane_moves_to_wisp_with_its_keys() {
         }
         assert_eq!(report["objects"]["unchanged"], 3, "{report}");
     }
+    // Upstream's directory was only read: its files are as they were, nothing added.
+    let mut upstream_files: Vec<String> = Vec::new();
+    let mut dirs = vec![files.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read the bucket") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let rel = path.strip_prefix(&files).expect("under the bucket");
+                upstream_files.push(rel.display().to_string());
+            }
+        }
+    }
+    upstream_files.sort();
+    assert_eq!(
+        upstream_files,
+        [
+            format!("application-live-state/{APP_ID}.json"),
+            "command-output/d0e1f2a3-b4c5-4d6e-8f70-819203a4b5c6.json".to_string(),
+            format!("log/{DEPLOYMENT_ID}/{STAGE_ID}/0.txt"),
+        ],
+        "upstream's directory changed"
+    );
     // What the datastore holds says the same: every record still at its first version.
     {
         let datastore = wisp_store_embedded::SqliteDatastore::open(wisp_dir.path().join("wisp.db"))
@@ -460,7 +484,9 @@ async fn a_minio_filestore_is_read_through_the_s3_api() {
     assert_eq!(out.code, 0, "{out:?}");
     let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON report");
     assert_eq!(report["objects"]["copied"], 1, "{report}");
-    let copied = std::fs::read_to_string(wisp_dir.path().join("filestore").join(&log))
+    let copied = support::objects::Objects::open(wisp_dir.path())
+        .read(&log)
+        .map(|data| String::from_utf8(data).expect("text"))
         .expect("the stage log in Wisp's filestore");
     assert!(
         copied.contains("from MinIO") && copied.ends_with("EOL"),
@@ -547,9 +573,9 @@ async fn a_dump_cannot_take_over_what_wisp_holds() {
     assert_eq!(report["counts_match"], true, "{report}");
     assert_eq!(kind_row(&report, "Piped")["copied"], 0, "{report}");
     assert_eq!(report["objects"]["copied"], 0, "{report}");
-    let filestore = wisp_dir.path().join("filestore");
+    let objects = support::objects::Objects::open(wisp_dir.path());
     for (path, _) in hostile {
-        assert!(!filestore.join(path).exists(), "{path} was copied");
+        assert!(objects.read(path).is_none(), "{path} was copied");
     }
     {
         let mut wisp = Wisp::start_in(wisp_dir, &[]);
@@ -574,10 +600,7 @@ async fn a_dump_cannot_take_over_what_wisp_holds() {
         assert_eq!(kind_row(&report, "Piped")["copied"], 1, "{report}");
         assert_eq!(report["objects"]["copied"], 3, "{report}");
         for (path, _) in hostile {
-            assert!(
-                !wisp.data_dir().join("filestore").join(path).exists(),
-                "{path}"
-            );
+            assert!(objects.read(path).is_none(), "{path}");
         }
         wisp.restart();
         let dump_admin =

@@ -166,7 +166,9 @@ async fn assert_served(data_dir: &Path, piped: &Piped, app_id: &str) {
         open.deployments[0].status,
         DeploymentStatus::DeploymentPending as i32
     );
-    let text = std::fs::read_to_string(data_dir.join("filestore").join(LOG_PATH))
+    let text = support::objects::Objects::open(data_dir)
+        .read(LOG_PATH)
+        .map(|data| String::from_utf8(data).expect("text"))
         .expect("the stage log was copied");
     let (blocks, completed) = parse_stage_log(&text);
     assert!(completed, "{text:?}");

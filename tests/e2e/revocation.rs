@@ -419,8 +419,8 @@ async fn a_revocation_that_cannot_be_recorded_fails_visibly() {
     let mut console = wisp.web_client(Via::GrpcWeb, Some(&token)).await;
     let mut pipectl = wisp.api_key_client(Via::Grpc, &admin_key).await;
 
-    let blocked = wisp.data_dir().join("filestore").join(REVOCATIONS_PATH);
-    std::fs::create_dir_all(blocked.join("in-the-way")).expect("block the object");
+    let objects = support::objects::Objects::open(wisp.data_dir());
+    objects.block_writes(REVOCATIONS_PATH);
 
     let said = "could not be shared with other instances";
     let disable_piped = |id: &str| web::DisablePipedRequest {
@@ -490,7 +490,7 @@ async fn a_revocation_that_cannot_be_recorded_fails_visibly() {
 
     // The store writes again: each action, retried, succeeds (the console with a new
     // session, the old one having ended here).
-    std::fs::remove_dir_all(&blocked).expect("unblock");
+    objects.unblock_writes();
     let fresh = wisp.admin_session().await;
     let mut console = wisp.web_client(Via::GrpcWeb, Some(&fresh)).await;
     ok(console.disable_piped(disable_piped(&by_console.id)).await);
@@ -522,8 +522,8 @@ async fn a_corrupt_list_fails_closed() {
     let piped = wisp.add_piped(QUICKSTART, "checked-every-time");
     let other = wisp.add_piped(QUICKSTART, "to-disable");
     let token = wisp.admin_session().await;
-    let object = wisp.data_dir().join("filestore").join(REVOCATIONS_PATH);
-    std::fs::write(&object, b"{\"entries\": {\"piped/").expect("corrupt the list");
+    let objects = support::objects::Objects::open(wisp.data_dir());
+    objects.write(REVOCATIONS_PATH, b"{\"entries\": {\"piped/");
     let second = Server::start(wisp.data_dir());
 
     let mut p = connect(second.addr(), Via::Grpc, Some(&piped.authorization())).await;
@@ -545,7 +545,8 @@ async fn a_corrupt_list_fails_closed() {
         "{out:?}"
     );
     assert!(
-        std::fs::read(&object)
+        objects
+            .read(REVOCATIONS_PATH)
             .expect("the list")
             .starts_with(b"{\"entries\": {\"piped/"),
         "the corrupt list is left for the operator"
@@ -565,7 +566,7 @@ async fn a_corrupt_list_fails_closed() {
     assert!(scrape.value("wisp_revocation_failures_total", &[("op", "read")]) >= 1.0);
 
     // Repaired (here: removed), sessions work again within the bound.
-    std::fs::remove_file(&object).expect("remove the corrupt list");
+    objects.remove(REVOCATIONS_PATH);
     let started = Instant::now();
     while let Err(status) = console.get_me(web::GetMeRequest {}).await {
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");

@@ -160,22 +160,23 @@ fn run_and_check(web: bool) {
     assert!(u(&c["ReportDeploymentPlanned"]) >= completed);
 
     // The server stored the completed stage logs (upstream's format: EOL last).
-    let log_dir = wisp.data_dir().join("filestore").join("log");
-    let mut completed_logs = 0;
-    for deployment in std::fs::read_dir(&log_dir).expect("stage logs were written") {
-        let path = deployment
-            .expect("dir entry")
-            .path()
-            .join("stage-2")
-            .join("0.txt");
-        if std::fs::read_to_string(&path).is_ok_and(|text| text.ends_with("EOL")) {
-            completed_logs += 1;
-        }
-    }
+    let objects = support::objects::Objects::open(wisp.data_dir());
+    let logs = objects.paths("log/");
+    assert!(!logs.is_empty(), "no stage log was written");
+    let completed_logs = logs
+        .iter()
+        .filter(|path| path.ends_with("/stage-2/0.txt"))
+        .filter(|path| {
+            objects
+                .read(path)
+                .is_some_and(|text| text.ends_with(b"EOL"))
+        })
+        .count() as u64;
     // (A deployment can also be cut by the deadline between its last log and completion.)
     assert!(
         (completed..=triggered).contains(&completed_logs),
-        "{completed_logs} completed logs in {log_dir:?}, {completed} deployments completed"
+        "{completed_logs} completed logs of {}, {completed} deployments completed",
+        logs.len()
     );
 
     // The fleet it registered is there for the admin CLI, reported in by the pipeds.

@@ -100,6 +100,25 @@ async fn open_datastore(
     }
 }
 
+/// The filestore `config` names, to be read and never changed (`wisp import pipecd`'s
+/// source): `LOCAL` is then a directory of files, one per object (a copy of an upstream
+/// bucket), read as it is; the other types open as [`open_filestore`] opens them.
+pub async fn open_filestore_read_only(
+    config: &FilestoreConfig,
+    data_dir: &Path,
+) -> Result<Arc<dyn Filestore>, AppError> {
+    match config {
+        #[cfg(feature = "embedded")]
+        FilestoreConfig::Local(c) => {
+            let dir = c.dir_or_default(data_dir);
+            let filestore = wisp_store_embedded::DirectoryFilestore::open(&dir)
+                .map_err(|e| AppError::store(format!("the filestore {}", dir.display()), e))?;
+            Ok(metered::filestore(Arc::new(filestore), "directory"))
+        }
+        other => open_filestore(other, data_dir).await,
+    }
+}
+
 /// The filestore `config` names (`LOCAL` without a directory: `<data_dir>/filestore`).
 pub async fn open_filestore(
     config: &FilestoreConfig,
@@ -110,8 +129,28 @@ pub async fn open_filestore(
         #[cfg(feature = "embedded")]
         FilestoreConfig::Local(c) => {
             let dir = c.dir_or_default(data_dir);
-            let filestore = wisp_store_embedded::LocalFilestore::open(&dir)
+            // Opening may move an earlier Wisp's files into the database: off the runtime.
+            let opened = {
+                let root = dir.clone();
+                tokio::task::spawn_blocking(move || wisp_store_embedded::LocalFilestore::open(root))
+                    .await
+                    .map_err(|e| {
+                        AppError::store(
+                            format!("the filestore {}", dir.display()),
+                            wisp_store::StoreError::internal_from("opening task failed", e),
+                        )
+                    })?
+            };
+            let filestore = opened
                 .map_err(|e| AppError::store(format!("the filestore {}", dir.display()), e))?;
+            if filestore.imported_files() > 0 {
+                tracing::info!(
+                    dir = %dir.display(),
+                    objects = filestore.imported_files(),
+                    "moved the filestore's objects from files into {}",
+                    wisp_store_embedded::filestore::DATABASE_FILE
+                );
+            }
             Ok(metered::filestore(Arc::new(filestore), "local"))
         }
         #[cfg(feature = "aws")]

@@ -1,30 +1,34 @@
-//! `Filestore` over a local directory: object `a/b/c.txt` is the file `<root>/a/b/c.txt`.
+//! `Filestore` in a local directory: every object is a row of one SQLite database,
+//! `<root>/objects.db`, keyed by its path. The etag is the hex SHA-256 of the content.
 //!
-//! Writes go to a temporary file in the object's directory and are renamed into place,
-//! so readers see the old content or the new one, never a torn write. The etag is the
-//! hex SHA-256 of the content.
+//! Objects used to be one file each. At 10,000 pipeds that was 100,000 small files made
+//! in the fleet's first minute (their first live-state snapshots), each a new file, an
+//! `fsync` and a rename on a thread of the blocking pool: a fifth of the server's CPU
+//! and hundreds of threads (benches/README.md, "The embedded filestore in SQLite"). As
+//! rows, puts go to the database's writer thread and are committed in groups (`db.rs`):
+//! a burst of puts is one commit, and readers never see a torn object.
 //!
-//! Puts and deletes hold a per-path lock from the condition check to the rename, which
-//! makes conditional puts (`Absent`, `Matches`) atomic with respect to every other writer,
-//! in this process and in others on the same directory (`wisp serve` twice, the admin
-//! CLI, `wisp import`): paths hash onto a fixed set of shards, each a mutex in the process
-//! and an exclusive `flock` on the shard's lock file (`<root>/.wisp-tmp.locks/<n>`, a
-//! reserved name no object can take) across processes. Readers take no lock: the rename
-//! makes every read see a whole object.
+//! Durability is the datastore's: an answered put survives a crash of the process; a
+//! power cut may lose the puts committed since the last checkpoint (a quarter of a second),
+//! never tear one. (Each file used to be `fsync`ed before its rename.)
+//!
+//! Conditional puts (`Absent`, `Matches`) are one statement each on the writer, so they
+//! are atomic with respect to every other writer, in this process and in others on the
+//! same directory (`wisp serve` twice, the admin CLI, `wisp import`): SQLite's write lock
+//! orders them.
+//!
+//! A directory written by an earlier Wisp (one file per object) is imported when it is
+//! opened: see [`LocalFilestore::open`].
 
-use std::collections::BinaryHeap;
-use std::collections::hash_map::DefaultHasher;
 use std::fs;
-use std::hash::{Hash, Hasher};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
 use sha2::{Digest, Sha256};
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use wisp_store::collection::now_unix;
 use wisp_store::error::{Result, StoreError};
 /// The path rules are shared by every backend; re-exported here for existing callers.
 pub use wisp_store::filestore::validate_path;
@@ -33,25 +37,43 @@ use wisp_store::filestore::{
     validate_prefix,
 };
 
-/// Temporary files start with this; object paths may not have a segment that does.
-const TMP_PREFIX: &str = RESERVED_SEGMENT_PREFIX;
+use crate::db::Db;
 
-/// Number of lock shards: paths hash onto them, so unrelated paths rarely wait.
-const LOCK_SHARDS: usize = 64;
+/// The database's file name in the root. Objects are rows, never files, so an object may
+/// have any name, this one included.
+pub const DATABASE_FILE: &str = "objects.db";
 
-/// The directory of the shards' lock files, under the root (a reserved name: never an
-/// object, never listed).
-const LOCK_DIR: &str = ".wisp-tmp.locks";
+/// Schema migrations of `objects.db`, applied in order. Never edit a released entry.
+const MIGRATIONS: &[&str] = &[
+    // 1: one row per object. `size` is kept so that a listing never reads the content.
+    "CREATE TABLE objects (
+        path       TEXT    NOT NULL PRIMARY KEY,
+        size       INTEGER NOT NULL,
+        etag       TEXT    NOT NULL,
+        updated_at INTEGER NOT NULL,
+        data       BLOB    NOT NULL
+    );",
+];
 
-/// How often a put retries when a concurrent delete pruned the directory it just made.
-const MAX_DIR_ATTEMPTS: usize = 8;
+/// Content at least this large is hashed on the blocking pool, not on the caller's
+/// runtime thread (a 4 MiB stage log takes milliseconds).
+const HASH_INLINE_MAX: usize = 64 * 1024;
 
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Each connection's page cache. Objects are mostly written, or read once (a live-state
+/// snapshot to patch, a log to append to): SQLite's default 2 MiB per connection would
+/// hold about 10 MiB of pages no read comes back for.
+const PAGE_CACHE_KIB: u32 = 256;
 
+/// Files an earlier Wisp left (objects as files) are imported in transactions of about
+/// this many bytes.
+const IMPORT_BATCH_BYTES: usize = 32 * 1024 * 1024;
+
+/// A cheaply cloneable handle on one directory's objects.
 #[derive(Clone)]
 pub struct LocalFilestore {
-    root: Arc<PathBuf>,
-    locks: Arc<[Arc<Mutex<()>>]>,
+    root: PathBuf,
+    db: Db,
+    imported: usize,
 }
 
 impl std::fmt::Debug for LocalFilestore {
@@ -63,318 +85,87 @@ impl std::fmt::Debug for LocalFilestore {
 }
 
 impl LocalFilestore {
-    /// Uses `root` (created if missing) as the store. Blocks briefly: call at startup.
+    /// Uses `root` (created if missing) as the store: its objects are in
+    /// `<root>/objects.db`.
+    ///
+    /// Objects an earlier Wisp kept as files under `root` (`<root>/log/d/s/0.txt`) are
+    /// moved into the database first, each keeping its time of last write: a file is
+    /// removed once its row is committed, and a row already there (a move cut short) is
+    /// kept. SQLite databases and their journals in `root` (a datastore sharing the
+    /// directory) are left alone; the earlier Wisp's temporary and lock files are removed.
+    /// Blocks while it runs: call at startup, off the async runtime.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
         crate::private_fs::create_dir_all(&root).map_err(|e| {
             StoreError::unavailable_from(format!("creating filestore root {}", root.display()), e)
         })?;
-        let locks = (0..LOCK_SHARDS).map(|_| Arc::new(Mutex::new(()))).collect();
-        Ok(LocalFilestore {
-            root: Arc::new(root),
-            locks,
-        })
+        let db = Db::open(root.join(DATABASE_FILE), MIGRATIONS)?;
+        db.limit_page_cache(PAGE_CACHE_KIB)?;
+        let imported = import_files(&root, &db)?;
+        Ok(LocalFilestore { root, db, imported })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// The in-process half of `path`'s lock, and its shard (whose lock file [`Self::run`]
-    /// locks across processes).
-    async fn lock(&self, path: &str) -> (OwnedMutexGuard<()>, usize) {
-        let mut hasher = DefaultHasher::new();
-        path.hash(&mut hasher);
-        let shard = (hasher.finish() % LOCK_SHARDS as u64) as usize;
-        (self.locks[shard].clone().lock_owned().await, shard)
-    }
-
-    /// Runs `f` on the blocking pool. With `guard` (a shard's in-process lock), `f` runs
-    /// holding the shard's lock file too; both are held until `f` has finished, even if the
-    /// calling future is dropped meanwhile.
-    async fn run<T, F>(&self, guard: Option<(OwnedMutexGuard<()>, usize)>, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Path) -> Result<T> + Send + 'static,
-    {
-        let root = self.root.clone();
-        tokio::task::spawn_blocking(move || {
-            let result = match &guard {
-                Some((_, shard)) => lock_file(&root, *shard).and_then(|file| {
-                    let result = f(&root);
-                    // Closing the file releases the lock; unlocking first says so.
-                    let _ = file.unlock();
-                    result
-                }),
-                None => f(&root),
-            };
-            drop(guard);
-            result
-        })
-        .await
-        .map_err(|e| StoreError::internal_from("filestore task failed", e))?
+    /// How many objects [`Self::open`] moved from files into the database.
+    pub fn imported_files(&self) -> usize {
+        self.imported
     }
 }
 
-/// Opens shard `shard`'s lock file (made if missing) and takes its exclusive lock,
-/// waiting for another process that holds it.
-fn lock_file(root: &Path, shard: usize) -> Result<fs::File> {
-    let failed = |e: io::Error| StoreError::internal_from(format!("filestore lock {shard}"), e);
-    let dir = root.join(LOCK_DIR);
-    let mut options = fs::OpenOptions::new();
-    options.read(true).write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let path = dir.join(shard.to_string());
-    let file = match options.open(&path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            crate::private_fs::create_dir_all(&dir).map_err(failed)?;
-            options.open(&path)
+/// A SQLite error of the filestore's statements: busy is worth retrying, anything else is
+/// the store failing. (Never `AlreadyExists`, as the datastore's constraint errors are: a
+/// put's conditions are checked by what it changed, not by a constraint.)
+fn map_err(e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            StoreError::unavailable_from("sqlite busy", e)
         }
-        other => other,
+        _ => StoreError::internal_from("sqlite", e),
     }
-    .map_err(failed)?;
-    file.lock().map_err(failed)?;
-    Ok(file)
 }
 
 pub fn etag_of(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
-fn io_err(path: &str, e: io::Error) -> StoreError {
-    match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::IsADirectory | io::ErrorKind::NotADirectory => {
-            StoreError::NotFound(format!("object {path}"))
+/// `data`'s etag, computed off the runtime's threads when it is large.
+async fn etag_off_thread(data: Vec<u8>) -> Result<(Vec<u8>, String)> {
+    if data.len() < HASH_INLINE_MAX {
+        let etag = etag_of(&data);
+        return Ok((data, etag));
+    }
+    tokio::task::spawn_blocking(move || {
+        let etag = etag_of(&data);
+        (data, etag)
+    })
+    .await
+    .map_err(|e| StoreError::internal_from("hashing an object", e))
+}
+
+fn unix_seconds(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// The smallest string greater than every string that starts with `prefix` (`None`: no
+/// such bound, for the empty prefix or one of only U+10FFFF). SQLite compares text as
+/// UTF-8 bytes, which is code point order, so the last code point that can grow grows.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let mut next = last as u32 + 1;
+        if (0xD800..=0xDFFF).contains(&next) {
+            next = 0xE000;
         }
-        _ => StoreError::internal_from(format!("object {path}"), e),
-    }
-}
-
-/// Content of the object at `full`, `None` if there is none.
-fn read_object(path: &str, full: &Path) -> Result<Option<Vec<u8>>> {
-    match fs::read(full) {
-        Ok(data) => Ok(Some(data)),
-        Err(e) => match io_err(path, e) {
-            StoreError::NotFound(_) => Ok(None),
-            other => Err(other),
-        },
-    }
-}
-
-/// Writes `data` to a temporary file beside `full` and renames it into place.
-fn write_atomic(path: &str, full: &Path, data: &[u8]) -> Result<()> {
-    let dir = full
-        .parent()
-        .ok_or_else(|| StoreError::InvalidArgument(format!("object path {path:?}: no parent")))?;
-    let mut attempt = 0;
-    let (tmp, mut file) = loop {
-        attempt += 1;
-        crate::private_fs::create_dir_all(dir).map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => {
-                StoreError::InvalidArgument(format!("object path {path:?}: a parent is an object"))
-            }
-            _ => StoreError::internal_from(format!("object {path}: creating directory"), e),
-        })?;
-        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!("{TMP_PREFIX}{}.{n}", std::process::id()));
-        match crate::private_fs::new_file().open(&tmp) {
-            Ok(file) => break (tmp, file),
-            // A concurrent delete pruned the directory between the two calls: again.
-            Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < MAX_DIR_ATTEMPTS => {}
-            Err(e) => {
-                return Err(StoreError::internal_from(
-                    format!("object {path}: temp file"),
-                    e,
-                ));
-            }
-        }
-    };
-    let written = file.write_all(data).and_then(|()| file.sync_all());
-    drop(file);
-    let renamed = written.and_then(|()| fs::rename(&tmp, full));
-    if let Err(e) = renamed {
-        let _ = fs::remove_file(&tmp);
-        return Err(match e.kind() {
-            io::ErrorKind::IsADirectory | io::ErrorKind::DirectoryNotEmpty => {
-                StoreError::InvalidArgument(format!(
-                    "object path {path:?}: is a prefix of other objects"
-                ))
-            }
-            _ => StoreError::internal_from(format!("object {path}: writing"), e),
-        });
-    }
-    Ok(())
-}
-
-/// Removes now-empty directories from `full`'s parent up to (not including) `root`.
-fn prune_empty_dirs(root: &Path, full: &Path) {
-    let mut dir = full.parent();
-    while let Some(d) = dir {
-        if d == root || !d.starts_with(root) || fs::remove_dir(d).is_err() {
-            break;
-        }
-        dir = d.parent();
-    }
-}
-
-fn attrs(path: String, full: &Path) -> Result<Option<ObjectAttrs>> {
-    let Some(data) = read_object(&path, full)? else {
-        return Ok(None);
-    };
-    let updated_at = fs::metadata(full)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    Ok(Some(ObjectAttrs {
-        path,
-        size: data.len() as u64,
-        etag: etag_of(&data),
-        updated_at,
-    }))
-}
-
-struct Walk<'a> {
-    root: &'a Path,
-    prefix: &'a str,
-    after: Option<&'a str>,
-    limit: usize,
-    out: Vec<ObjectAttrs>,
-    more: bool,
-}
-
-/// Part of a directory, for a listing page.
-struct Candidates {
-    /// Keys in order (a directory's ending in `/`), each with whether it is a directory.
-    keys: Vec<(String, bool)>,
-    /// Whether entries past these were left out.
-    truncated: bool,
-}
-
-impl Walk<'_> {
-    /// Depth-first over `rel_dir` (`""` or ending in `/`). Entries are visited in order of
-    /// `name` for files and `name/` for directories, which is exactly the order of the
-    /// full paths, so objects come out sorted and the walk can stop after `limit`.
-    ///
-    /// Only the smallest entries a page can still use are held, not the whole directory
-    /// (one of 100,000 deployments' logs would be megabytes of names per page); a
-    /// directory is read again, past the last entry handled, in the rare case those ran
-    /// out early (directories holding fewer objects than entries).
-    fn dir(&mut self, rel_dir: &str) -> Result<()> {
-        let mut handled: Option<String> = None;
-        loop {
-            // One more than the objects still wanted, so that `more` can be told.
-            let budget = (self.limit - self.out.len()).saturating_add(1);
-            let Some(Candidates { keys, truncated }) =
-                self.smallest_entries(rel_dir, handled.as_deref(), budget)?
-            else {
-                return Ok(());
-            };
-            for (key, is_dir) in keys {
-                if self.more {
-                    return Ok(());
-                }
-                if is_dir {
-                    self.dir(&key)?;
-                } else {
-                    if self.out.len() == self.limit {
-                        self.more = true;
-                        return Ok(());
-                    }
-                    let full = self.root.join(&key);
-                    // Gone since read_dir: a concurrent delete.
-                    if let Some(attrs) = attrs(key.clone(), &full)? {
-                        self.out.push(attrs);
-                    }
-                }
-                handled = Some(key);
-            }
-            if !truncated || self.more {
-                return Ok(());
-            }
+        if let Some(c) = char::from_u32(next) {
+            chars.push(c);
+            return Some(chars.into_iter().collect());
         }
     }
-
-    /// The `budget` smallest keys of `rel_dir` after `handled` that can hold or be a match
-    /// (sorted), and whether any were left out; `None` if the directory is gone.
-    fn smallest_entries(
-        &self,
-        rel_dir: &str,
-        handled: Option<&str>,
-        budget: usize,
-    ) -> Result<Option<Candidates>> {
-        let full_dir = self.root.join(rel_dir);
-        let entries = match fs::read_dir(&full_dir) {
-            Ok(entries) => entries,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(StoreError::internal_from(format!("listing {rel_dir:?}"), e)),
-        };
-        // A max-heap of the smallest keys seen: the largest is dropped past the budget.
-        let mut keep: BinaryHeap<(String, bool)> = BinaryHeap::new();
-        let mut truncated = false;
-        for entry in entries {
-            let entry =
-                entry.map_err(|e| StoreError::internal_from(format!("listing {rel_dir:?}"), e))?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue; // not UTF-8: not written by us
-            };
-            if name.starts_with(TMP_PREFIX) {
-                continue;
-            }
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let key = if kind.is_dir() {
-                format!("{rel_dir}{name}/")
-            } else if kind.is_file() {
-                format!("{rel_dir}{name}")
-            } else {
-                continue;
-            };
-            if handled.is_some_and(|h| key.as_str() <= h) || !self.wanted(&key, kind.is_dir()) {
-                continue;
-            }
-            if keep.len() == budget {
-                match keep.peek() {
-                    Some((largest, _)) if key < *largest => {
-                        keep.pop();
-                    }
-                    _ => {
-                        truncated = true;
-                        continue;
-                    }
-                }
-                truncated = true;
-            }
-            keep.push((key, kind.is_dir()));
-        }
-        Ok(Some(Candidates {
-            keys: keep.into_sorted_vec(),
-            truncated,
-        }))
-    }
-
-    /// Whether a file is a match, or a directory can hold one, given the prefix and the
-    /// position to list after.
-    fn wanted(&self, key: &str, is_dir: bool) -> bool {
-        if is_dir {
-            (key.starts_with(self.prefix) || self.prefix.starts_with(key))
-                && !self.after.is_some_and(|a| key < a && !a.starts_with(key))
-        } else {
-            key.starts_with(self.prefix) && self.after.is_none_or(|a| key > a)
-        }
-    }
+    None
 }
 
 #[async_trait]
@@ -382,97 +173,305 @@ impl Filestore for LocalFilestore {
     async fn get(&self, path: &str) -> Result<Object> {
         validate_path(path)?;
         let path = path.to_string();
-        self.run(None, move |root| {
-            match read_object(&path, &root.join(&path))? {
-                Some(data) => Ok(Object {
-                    etag: etag_of(&data),
-                    data,
-                }),
-                None => Err(StoreError::NotFound(format!("object {path}"))),
-            }
-        })
-        .await
+        self.db
+            .run_read(move |conn| {
+                conn.prepare_cached("SELECT data, etag FROM objects WHERE path = ?1")
+                    .map_err(map_err)?
+                    .query_row([&path], |row| {
+                        Ok(Object {
+                            data: row.get(0)?,
+                            etag: row.get(1)?,
+                        })
+                    })
+                    .optional()
+                    .map_err(map_err)?
+                    .ok_or_else(|| StoreError::NotFound(format!("object {path}")))
+            })
+            .await
     }
 
     async fn put(&self, path: &str, data: Vec<u8>, condition: PutCondition) -> Result<String> {
         validate_path(path)?;
-        let guard = self.lock(path).await;
         let path = path.to_string();
-        self.run(Some(guard), move |root| {
-            let full = root.join(&path);
-            match condition {
-                PutCondition::Any => {}
-                PutCondition::Absent => {
-                    if read_object(&path, &full)?.is_some() {
-                        return Err(StoreError::AlreadyExists(format!("object {path}")));
+        let (data, etag) = etag_off_thread(data).await?;
+        let size = i64::try_from(data.len())
+            .map_err(|_| StoreError::InvalidArgument(format!("object {path}: too large")))?;
+        self.db
+            .write(move |conn| {
+                let now = now_unix();
+                let changed = match &condition {
+                    PutCondition::Any => conn
+                        .prepare_cached(
+                            "INSERT INTO objects (path, size, etag, updated_at, data)
+                             VALUES (?1, ?2, ?3, ?4, ?5)
+                             ON CONFLICT (path) DO UPDATE SET size = excluded.size,
+                               etag = excluded.etag, updated_at = excluded.updated_at,
+                               data = excluded.data",
+                        )
+                        .and_then(|mut s| s.execute(params![path, size, etag, now, data])),
+                    PutCondition::Absent => conn
+                        .prepare_cached(
+                            "INSERT INTO objects (path, size, etag, updated_at, data)
+                             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (path) DO NOTHING",
+                        )
+                        .and_then(|mut s| s.execute(params![path, size, etag, now, data])),
+                    PutCondition::Matches(expected) => {
+                        conn.prepare_cached(
+                            "UPDATE objects SET size = ?2, etag = ?3, updated_at = ?4,
+                               data = ?5
+                             WHERE path = ?1 AND etag = ?6",
+                        )
+                        .and_then(|mut s| s.execute(params![path, size, etag, now, data, expected]))
                     }
                 }
-                PutCondition::Matches(expected) => match read_object(&path, &full)? {
-                    None => return Err(StoreError::NotFound(format!("object {path}"))),
-                    Some(current) if etag_of(&current) != expected => {
-                        return Err(StoreError::Conflict(format!("object {path}: etag changed")));
+                .map_err(map_err)?;
+                if changed == 1 {
+                    return Ok(etag);
+                }
+                Err(match condition {
+                    PutCondition::Absent => StoreError::AlreadyExists(format!("object {path}")),
+                    _ if exists(conn, &path)? => {
+                        StoreError::Conflict(format!("object {path}: etag changed"))
                     }
-                    Some(_) => {}
-                },
-            }
-            write_atomic(&path, &full, &data)?;
-            Ok(etag_of(&data))
-        })
-        .await
+                    _ => StoreError::NotFound(format!("object {path}")),
+                })
+            })
+            .await
     }
 
     /// `limit == 0` means no limit.
     async fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<ListPage> {
         validate_prefix(prefix)?;
         let prefix = prefix.to_string();
+        let end = prefix_end(&prefix);
         let after = after.map(str::to_string);
-        self.run(None, move |root| {
-            let mut walk = Walk {
-                root,
-                prefix: &prefix,
-                after: after.as_deref(),
-                limit: if limit == 0 { usize::MAX } else { limit },
-                out: Vec::new(),
-                more: false,
-            };
-            // Start at the deepest directory the prefix names.
-            let start = match prefix.rfind('/') {
-                Some(i) => &prefix[..=i],
-                None => "",
-            };
-            walk.dir(start)?;
-            let next = if walk.more {
-                walk.out.last().map(|o| o.path.clone())
-            } else {
-                None
-            };
-            Ok(ListPage {
-                objects: walk.out,
-                next,
+        // One more than asked for, to tell whether there is another page.
+        let fetch = if limit == 0 {
+            -1
+        } else {
+            i64::try_from(limit).map_or(i64::MAX, |l| l.saturating_add(1))
+        };
+        self.db
+            .run_read(move |conn| {
+                let mut statement = conn
+                    .prepare_cached(
+                        "SELECT path, size, etag, updated_at FROM objects
+                         WHERE path >= ?1 AND (?2 IS NULL OR path < ?2)
+                           AND (?3 IS NULL OR path > ?3)
+                         ORDER BY path LIMIT ?4",
+                    )
+                    .map_err(map_err)?;
+                let mut objects = statement
+                    .query_map(params![prefix, end, after, fetch], |row| {
+                        Ok(ObjectAttrs {
+                            path: row.get(0)?,
+                            size: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+                            etag: row.get(2)?,
+                            updated_at: row.get(3)?,
+                        })
+                    })
+                    .map_err(map_err)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(map_err)?;
+                let next = if limit != 0 && objects.len() > limit {
+                    objects.truncate(limit);
+                    objects.last().map(|o| o.path.clone())
+                } else {
+                    None
+                };
+                Ok(ListPage { objects, next })
             })
-        })
-        .await
+            .await
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
         validate_path(path)?;
-        let guard = self.lock(path).await;
         let path = path.to_string();
-        self.run(Some(guard), move |root| {
-            let full = root.join(&path);
-            match fs::remove_file(&full) {
-                Ok(()) => {
-                    prune_empty_dirs(root, &full);
-                    Ok(())
-                }
-                Err(e) => match io_err(&path, e) {
-                    StoreError::NotFound(_) => Ok(()),
-                    other => Err(other),
-                },
-            }
-        })
-        .await
+        self.db
+            .write(move |conn| {
+                conn.prepare_cached("DELETE FROM objects WHERE path = ?1")
+                    .and_then(|mut s| s.execute([&path]))
+                    .map(|_| ())
+                    .map_err(map_err)
+            })
+            .await
     }
+}
+
+fn exists(conn: &rusqlite::Connection, path: &str) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM objects WHERE path = ?1")
+        .map_err(map_err)?
+        .query_row([path], |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+        .map_err(map_err)
+}
+
+/// Whether a file in the root is a database (ours, or a datastore whose directory the
+/// filestore shares) or one of its journals, never an object to move.
+fn is_database_file(name: &str, full: &Path) -> bool {
+    const SQLITE_HEADER: &[u8] = b"SQLite format 3\0";
+    if name.starts_with(DATABASE_FILE)
+        || JOURNAL_SUFFIXES.iter().any(|suffix| name.ends_with(suffix))
+    {
+        return true;
+    }
+    let mut header = [0u8; 16];
+    fs::File::open(full)
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut header))
+        .is_ok_and(|()| header == SQLITE_HEADER)
+}
+
+/// SQLite's files beside a database.
+const JOURNAL_SUFFIXES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+/// A file an earlier Wisp kept an object in.
+struct LegacyFile {
+    path: String,
+    full: PathBuf,
+}
+
+/// Moves the objects an earlier Wisp kept as files under `root` into `db`; returns how
+/// many. See [`LocalFilestore::open`].
+fn import_files(root: &Path, db: &Db) -> Result<usize> {
+    let failed = |what: String, e: io::Error| StoreError::unavailable_from(what, e);
+    let mut files = Vec::new();
+    let mut dirs = Vec::new();
+    for (name, is_dir) in
+        read_dir(root).map_err(|e| failed(format!("listing {}", root.display()), e))?
+    {
+        let full = root.join(&name);
+        if name.starts_with(RESERVED_SEGMENT_PREFIX) {
+            continue;
+        }
+        if is_dir {
+            dirs.push((name, full));
+        } else if !is_database_file(&name, &full) && validate_path(&name).is_ok() {
+            files.push(LegacyFile { path: name, full });
+        }
+    }
+    // Depth first; the files of each directory, then its directories.
+    while let Some((rel, dir)) = dirs.pop() {
+        for (name, is_dir) in
+            read_dir(&dir).map_err(|e| failed(format!("listing {}", dir.display()), e))?
+        {
+            let path = format!("{rel}/{name}");
+            let full = dir.join(&name);
+            if is_dir {
+                dirs.push((path, full));
+            } else if validate_path(&path).is_ok() {
+                files.push(LegacyFile { path, full });
+            } else if name.starts_with(RESERVED_SEGMENT_PREFIX) {
+                // An earlier Wisp's temporary file, never renamed into place.
+                let _ = fs::remove_file(&full);
+            }
+        }
+    }
+    let mut imported = 0;
+    let mut batch: Vec<(LegacyFile, Vec<u8>, i64)> = Vec::new();
+    let mut batch_bytes = 0;
+    for file in files {
+        let data = match fs::read(&file.full) {
+            Ok(data) => data,
+            // Moved by another process opening the same directory meanwhile.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(failed(format!("reading {}", file.full.display()), e)),
+        };
+        let modified = fs::metadata(&file.full)
+            .and_then(|m| m.modified())
+            .map_or_else(|_| now_unix(), unix_seconds);
+        batch_bytes += data.len();
+        batch.push((file, data, modified));
+        if batch_bytes >= IMPORT_BATCH_BYTES {
+            imported += import_batch(db, std::mem::take(&mut batch))?;
+            batch_bytes = 0;
+        }
+    }
+    imported += import_batch(db, batch)?;
+    if imported > 0 || root.join(LEGACY_LOCK_DIR).exists() {
+        prune_legacy_dirs(root);
+    }
+    Ok(imported)
+}
+
+/// The lock files' directory of an earlier Wisp's filestore.
+const LEGACY_LOCK_DIR: &str = ".wisp-tmp.locks";
+
+/// Inserts `batch` in one transaction (a row already there wins: it is this file's, moved
+/// by a run cut short, or newer), then removes the files.
+fn import_batch(db: &Db, batch: Vec<(LegacyFile, Vec<u8>, i64)>) -> Result<usize> {
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let count = batch.len();
+    let rows: Vec<(String, Vec<u8>, i64)> = batch
+        .iter()
+        .map(|(file, data, modified)| (file.path.clone(), data.clone(), *modified))
+        .collect();
+    db.write_blocking(move |conn| {
+        let mut insert = conn
+            .prepare_cached(
+                "INSERT INTO objects (path, size, etag, updated_at, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (path) DO NOTHING",
+            )
+            .map_err(map_err)?;
+        for (path, data, modified) in rows {
+            let size = i64::try_from(data.len()).unwrap_or(i64::MAX);
+            insert
+                .execute(params![path, size, etag_of(&data), modified, data])
+                .map_err(map_err)?;
+        }
+        Ok(())
+    })?;
+    for (file, _, _) in batch {
+        let _ = fs::remove_file(&file.full);
+    }
+    Ok(count)
+}
+
+/// Removes the empty directories and the lock directory an earlier Wisp left under
+/// `root` (what is not empty stays: it was not ours).
+fn prune_legacy_dirs(root: &Path) {
+    let _ = fs::remove_dir_all(root.join(LEGACY_LOCK_DIR));
+    fn prune(dir: &Path) -> bool {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return false;
+        };
+        let mut empty = true;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if !(is_dir && prune(&path) && fs::remove_dir(&path).is_ok()) {
+                empty = false;
+            }
+        }
+        empty
+    }
+    if let Ok(entries) = fs::read_dir(root) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) && prune(&path) {
+                let _ = fs::remove_dir(&path);
+            }
+        }
+    }
+}
+
+/// The UTF-8 names in `dir` (others were never written by Wisp), each with whether it is
+/// a directory; symbolic links and other special files are left out.
+fn read_dir(dir: &Path) -> io::Result<Vec<(String, bool)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let kind = entry.file_type()?;
+        if kind.is_dir() || kind.is_file() {
+            out.push((name, kind.is_dir()));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -511,8 +510,25 @@ mod tests {
         }
     }
 
-    /// Two handles on one directory (as two processes would have: their own in-process
-    /// locks) increment one counter with read-modify-write conditional puts: none is lost.
+    #[test]
+    fn a_prefix_ends_before_the_first_path_without_it() {
+        assert_eq!(prefix_end(""), None);
+        assert_eq!(prefix_end("log/").as_deref(), Some("log0"));
+        assert_eq!(prefix_end("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(prefix_end("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end("\u{10FFFF}"), None);
+        for path in [
+            "log/",
+            "log/a",
+            "log/\u{10FFFF}x",
+            "log/\u{10FFFF}\u{10FFFF}",
+        ] {
+            assert!(path < "log0", "{path}");
+        }
+    }
+
+    /// Two handles on one directory (as two processes would have) increment one counter
+    /// with read-modify-write conditional puts: none is lost.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn conditional_puts_are_atomic_across_handles() {
         const EACH: usize = 100;
@@ -527,7 +543,7 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 let mut done = 0;
                 while done < EACH {
-                    let (n, condition) = match fs.get("counter").await {
+                    let (n, condition) = match fs.get("c/counter").await {
                         Ok(o) => (
                             String::from_utf8(o.data)
                                 .expect("utf8")
@@ -539,7 +555,7 @@ mod tests {
                         Err(e) => panic!("get: {e}"),
                     };
                     match fs
-                        .put("counter", (n + 1).to_string().into_bytes(), condition)
+                        .put("c/counter", (n + 1).to_string().into_bytes(), condition)
                         .await
                     {
                         Ok(_) => done += 1,
@@ -552,104 +568,112 @@ mod tests {
         for t in tasks {
             t.await.expect("task");
         }
-        let total = handles[0].get("counter").await.expect("counter").data;
+        let total = handles[0].get("c/counter").await.expect("counter").data;
         assert_eq!(
             String::from_utf8(total).expect("utf8"),
             (4 * EACH).to_string()
         );
-        // The lock files are no objects.
         let all = handles[1].list("", None, 0).await.expect("list");
         assert_eq!(all.objects.len(), 1);
     }
 
+    /// An object and another under its path (`a/b`, `a/b/c`) can both be kept, as in S3:
+    /// any object can move between backends.
     #[tokio::test]
-    async fn a_delete_prunes_empty_directories() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let fs = LocalFilestore::open(dir.path()).expect("open");
-        fs.put("a/b/c/1.txt", b"x".to_vec(), PutCondition::Any)
-            .await
-            .expect("put");
-        fs.put("a/2.txt", b"y".to_vec(), PutCondition::Any)
-            .await
-            .expect("put");
-        fs.delete("a/b/c/1.txt").await.expect("delete");
-        assert!(!dir.path().join("a/b").exists());
-        assert!(dir.path().join("a/2.txt").exists());
-    }
-
-    #[tokio::test]
-    async fn file_and_directory_clash_is_invalid() {
+    async fn an_object_may_be_a_prefix_of_another() {
         let dir = tempfile::tempdir().expect("tempdir");
         let fs = LocalFilestore::open(dir.path()).expect("open");
         fs.put("a/b", b"x".to_vec(), PutCondition::Any)
             .await
             .expect("put");
-        let err = fs
-            .put("a/b/c", b"y".to_vec(), PutCondition::Any)
-            .await
-            .expect_err("clash");
-        assert!(matches!(err, StoreError::InvalidArgument(_)), "{err:?}");
-        let err = fs
-            .put("a", b"y".to_vec(), PutCondition::Any)
-            .await
-            .expect_err("clash");
-        assert!(matches!(err, StoreError::InvalidArgument(_)), "{err:?}");
-        assert!(matches!(fs.get("a").await, Err(StoreError::NotFound(_))));
-        assert!(matches!(
-            fs.get("a/b/c").await,
-            Err(StoreError::NotFound(_))
-        ));
-        // No temporary files are left behind.
-        let names: Vec<_> = std::fs::read_dir(dir.path().join("a"))
-            .expect("read_dir")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("b")]);
-    }
-
-    /// Pages hold only the entries they can use; directories without objects (left by
-    /// another process, or by hand) make the walk read a directory again past them.
-    #[tokio::test]
-    async fn pages_come_out_in_order_past_empty_directories() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let fs = LocalFilestore::open(dir.path()).expect("open");
-        let mut expected = Vec::new();
-        for d in 0..30 {
-            if d % 3 == 0 {
-                std::fs::create_dir_all(dir.path().join(format!("log/{d:02}/empty")))
-                    .expect("mkdir");
-                continue;
-            }
-            for f in 0..(d % 4) {
-                let path = format!("log/{d:02}/s/{f}.txt");
-                fs.put(&path, b"x".to_vec(), PutCondition::Any)
-                    .await
-                    .expect("put");
-                expected.push(path);
-            }
-        }
-        fs.put("log0", b"x".to_vec(), PutCondition::Any)
+        fs.put("a/b/c", b"y".to_vec(), PutCondition::Any)
             .await
             .expect("put");
-        for limit in [1, 2, 3, 7, 100] {
-            let mut listed = Vec::new();
-            let mut after: Option<String> = None;
-            loop {
-                let page = fs
-                    .list("log/", after.as_deref(), limit)
-                    .await
-                    .expect("list");
-                assert!(page.objects.len() <= limit);
-                listed.extend(page.objects.into_iter().map(|o| o.path));
-                match page.next {
-                    Some(next) => after = Some(next),
-                    None => break,
-                }
-            }
-            assert_eq!(listed, expected, "limit {limit}");
+        assert_eq!(fs.get("a/b").await.expect("a/b").data, b"x");
+        assert_eq!(fs.get("a/b/c").await.expect("a/b/c").data, b"y");
+        let listed: Vec<_> = fs
+            .list("a/", None, 0)
+            .await
+            .expect("list")
+            .objects
+            .into_iter()
+            .map(|o| o.path)
+            .collect();
+        assert_eq!(listed, ["a/b", "a/b/c"]);
+    }
+
+    /// A directory an earlier Wisp wrote (one file per object, its temporary and lock
+    /// files) is moved into the database when opened: every object is there with its
+    /// content, etag and time, the files and their directories are gone, what was never
+    /// an object stays, and opening again (or a second handle) changes nothing.
+    #[tokio::test]
+    async fn an_earlier_wisps_files_are_moved_into_the_database() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let objects = [
+            ("log/d1/s1/0.txt", b"first log".to_vec()),
+            ("log/d1/s2/0.txt", b"second".to_vec()),
+            ("application-live-state/app-1.json", b"{}".to_vec()),
+            (
+                "insights/p/applications/applications.json",
+                vec![7u8; 300_000],
+            ),
+            ("revocations.json", b"[]".to_vec()),
+        ];
+        for (path, data) in &objects {
+            let full = root.join(path);
+            fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+            fs::write(&full, data).expect("write");
         }
-        let all = fs.list("", None, 0).await.expect("list all");
-        assert_eq!(all.objects.len(), expected.len() + 1);
-        assert_eq!(all.next, None);
+        let old = SystemTime::now() - std::time::Duration::from_secs(86_400);
+        fs::File::options()
+            .write(true)
+            .open(root.join(objects[0].0))
+            .expect("open")
+            .set_modified(old)
+            .expect("mtime");
+        fs::create_dir_all(root.join(".wisp-tmp.locks")).expect("mkdir");
+        fs::write(root.join(".wisp-tmp.locks/3"), b"").expect("lock file");
+        fs::write(root.join("log/d1/s1/.wisp-tmp.77.1"), b"torn").expect("tmp file");
+        // A datastore sharing the directory: never an object.
+        let datastore = b"SQLite format 3\0 and the rest".to_vec();
+        fs::write(root.join("wisp.db"), &datastore).expect("a database");
+        fs::write(root.join("wisp.db-wal"), b"wal").expect("its journal");
+        fs::create_dir_all(root.join("empty/dir")).expect("mkdir");
+
+        let store = LocalFilestore::open(root).expect("open");
+        assert_eq!(store.imported_files(), objects.len());
+        for (path, data) in &objects {
+            let object = store.get(path).await.expect(path);
+            assert_eq!(&object.data, data, "{path}");
+            assert_eq!(object.etag, etag_of(data), "{path}");
+            assert!(!root.join(path).exists(), "{path} is still a file");
+        }
+        let listed = store.list("", None, 0).await.expect("list").objects;
+        assert_eq!(listed.len(), objects.len());
+        let first = listed
+            .iter()
+            .find(|o| o.path == objects[0].0)
+            .expect("first");
+        assert_eq!(first.updated_at, unix_seconds(old));
+        assert_eq!(first.size, objects[0].1.len() as u64);
+        for gone in ["log", ".wisp-tmp.locks", "empty", "application-live-state"] {
+            assert!(!root.join(gone).exists(), "{gone} is left");
+        }
+        assert_eq!(fs::read(root.join("wisp.db")).expect("database"), datastore);
+        assert_eq!(fs::read(root.join("wisp.db-wal")).expect("journal"), b"wal");
+
+        // A newer row is kept over a file that comes back (a move cut short).
+        store
+            .put(objects[1].0, b"newer".to_vec(), PutCondition::Any)
+            .await
+            .expect("put");
+        let full = root.join(objects[1].0);
+        fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        fs::write(&full, b"second").expect("write");
+        let again = LocalFilestore::open(root).expect("reopen");
+        assert_eq!(again.imported_files(), 1);
+        assert_eq!(again.get(objects[1].0).await.expect("get").data, b"newer");
+        assert!(!full.exists());
     }
 }

@@ -9,48 +9,21 @@
 //! while `wisp serve` runs: each process opens its own [`SqliteDatastore`], and every
 //! write is a short `BEGIN IMMEDIATE` transaction.
 //!
-//! rusqlite is blocking. Writes go to one writer thread, which owns the write connection
-//! and commits them in groups: it takes every write waiting (at most [`MAX_BATCH`]), runs
-//! each inside a savepoint of one `BEGIN IMMEDIATE` transaction (a write that fails is
-//! rolled back alone; the others do not see it), commits once, and only then answers
-//! each caller. Unrelated writers therefore no longer queue one commit (and one thread
-//! of the blocking pool, fighting for the connection's lock) behind another: a burst of
-//! 100 writes is one commit. Each write still sees every write before it (they run in
-//! arrival order on one connection), so the optimistic version checks are unchanged.
-//!
-//! Durability is SQLite's WAL with `synchronous = NORMAL`, as before the writer thread: a
-//! write is answered once its group is committed to the WAL, so a crash of the process
-//! loses no answered write; a power cut (or an OS crash) may lose the groups committed
-//! since the last checkpoint's `fsync`, never corrupt the file.
-//!
-//! Checkpoints (copying the WAL back into the database file, with an `fsync` of each)
-//! run on a thread of their own ([`CHECKPOINT_EVERY`], `PASSIVE`: they never block the
-//! writer or a reader), not on the writer: SQLite's automatic checkpoint runs inside the
-//! commit that crosses its threshold, so every write queued behind that commit waited
-//! for two `fsync`s (tens of milliseconds each on a busy disk).
-//!
-//! Reads of a file database go to a small pool of read-only connections, which WAL lets
-//! run beside the writer, so a burst of polls does not queue behind one lock. A read runs
-//! on the calling thread when a reader is idle (an indexed read takes microseconds and a
-//! WAL reader never waits for the writer), else on the blocking thread pool
-//! (`spawn_blocking`). Statements are prepared once per connection and cached, and
-//! planned once (see `configure`).
+//! The database is a `Db` (`db.rs`): WAL, one writer thread committing in groups, read
+//! connections beside it.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::path::Path;
 
 use async_trait::async_trait;
 use rusqlite::types::Value;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use wisp_store::cursor::{self, QueryCursor, ScanCursor};
 use wisp_store::datastore::{Datastore, INDEX_SLOTS, IndexKey, Kind, Page, Query, Record};
 use wisp_store::error::{Result, StoreError};
 
-/// How long a writer waits for another connection's write lock before giving up with
-/// `Unavailable`.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+use wisp_store::collection::now_unix;
+
+use crate::db::{Db, map_err};
 
 /// Pages are capped so one query cannot read an unbounded range into memory.
 pub const MAX_PAGE_SIZE: usize = 1000;
@@ -90,226 +63,13 @@ const LIVE: &str = "(expires_at IS NULL OR expires_at > ?)";
 /// A cheaply cloneable handle on one SQLite database file.
 #[derive(Clone)]
 pub struct SqliteDatastore {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    /// The write connection: the writer thread's while it commits a group; reads of an
-    /// in-memory database and the schema's set-up use it too.
-    conn: Arc<Mutex<Connection>>,
-    /// Writes for the writer thread, which stops once this is dropped.
-    writes: std::sync::mpsc::Sender<Box<dyn Write>>,
-    /// Read-only connections (empty for an in-memory database, whose data no second
-    /// connection can see); reads then use `conn`.
-    readers: Vec<Mutex<Connection>>,
-    next_reader: AtomicUsize,
-    path: Option<PathBuf>,
-    /// The checkpoint thread (file databases) stops once this is dropped.
-    _checkpoints: Option<std::sync::mpsc::Sender<()>>,
-}
-
-/// Read connections per file database: enough to keep both cores of a small machine
-/// busy with reads while a write holds the writer.
-const READERS: usize = 4;
-
-/// Prepared statements kept per connection (the record paths use a dozen or so shapes).
-const STATEMENT_CACHE: usize = 64;
-
-/// How often the checkpoint thread copies the WAL back into the database file (a
-/// checkpoint with nothing new to copy costs nothing).
-pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
-
-/// Most writes committed in one transaction by the writer thread: a bound on how long
-/// the first of them waits for the others (each takes some microseconds).
-pub const MAX_BATCH: usize = 256;
-
-/// One write waiting for the writer thread.
-trait Write: Send {
-    /// Runs the write on the connection, inside the group's transaction. Returns whether it
-    /// succeeded, and what answers its caller once the group's fate is known.
-    fn run(self: Box<Self>, conn: &Connection) -> (bool, Box<dyn Answer>);
-    /// Answers the caller with `error` without running the write.
-    fn fail(self: Box<Self>, error: StoreError);
-}
-
-/// The answer of a write that ran, sent once its group is committed (or is not).
-trait Answer: Send {
-    /// `committed` is the group's commit (or rollback) error, if any.
-    fn send(self: Box<Self>, committed: Option<&GroupError>);
-}
-
-/// Why a group of writes was not committed: a SQLite error, kept as its code and words
-/// for each caller's error.
-#[derive(Debug, Clone)]
-struct GroupError {
-    code: Option<ErrorCode>,
-    message: String,
-}
-
-impl GroupError {
-    fn new(context: &str, e: &rusqlite::Error) -> Self {
-        GroupError {
-            code: e.sqlite_error_code(),
-            message: format!("{context}: {e}"),
-        }
-    }
-
-    fn to_store_error(&self) -> StoreError {
-        let source = std::io::Error::other(self.message.clone());
-        match self.code {
-            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-                StoreError::unavailable_from("sqlite busy", source)
-            }
-            _ => StoreError::unavailable_from("sqlite write not committed", source),
-        }
-    }
-}
-
-struct PendingWrite<T, F> {
-    op: F,
-    reply: tokio::sync::oneshot::Sender<Result<T>>,
-}
-
-struct PendingAnswer<T> {
-    result: Result<T>,
-    reply: tokio::sync::oneshot::Sender<Result<T>>,
-}
-
-impl<T, F> Write for PendingWrite<T, F>
-where
-    T: Send + 'static,
-    F: FnOnce(&Connection) -> Result<T> + Send + 'static,
-{
-    fn run(self: Box<Self>, conn: &Connection) -> (bool, Box<dyn Answer>) {
-        let PendingWrite { op, reply } = *self;
-        let result = op(conn);
-        (result.is_ok(), Box::new(PendingAnswer { result, reply }))
-    }
-
-    fn fail(self: Box<Self>, error: StoreError) {
-        // The caller may have gone (its call cancelled): nobody to tell.
-        let _ = self.reply.send(Err(error));
-    }
-}
-
-impl<T: Send> Answer for PendingAnswer<T> {
-    fn send(self: Box<Self>, committed: Option<&GroupError>) {
-        let result = match committed {
-            None => self.result,
-            // Its own error first: it wrote nothing anyway.
-            Some(_) if self.result.is_err() => self.result,
-            Some(e) => Err(e.to_store_error()),
-        };
-        let _ = self.reply.send(result);
-    }
-}
-
-/// The writer thread: commits the waiting writes in groups until `writes` is closed.
-fn write_groups(conn: Arc<Mutex<Connection>>, writes: std::sync::mpsc::Receiver<Box<dyn Write>>) {
-    while let Ok(first) = writes.recv() {
-        let mut group = Vec::with_capacity(16);
-        group.push(first);
-        while group.len() < MAX_BATCH {
-            match writes.try_recv() {
-                Ok(write) => group.push(write),
-                Err(_) => break,
-            }
-        }
-        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
-        commit_group(&conn, group);
-    }
-}
-
-/// Runs `group` in one transaction, each write in a savepoint of its own, commits, and
-/// answers every caller.
-fn commit_group(conn: &Connection, group: Vec<Box<dyn Write>>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        let error = GroupError::new("beginning a write", &e);
-        for write in group {
-            write.fail(error.to_store_error());
-        }
-        return;
-    }
-    let mut answers: Vec<Box<dyn Answer>> = Vec::with_capacity(group.len());
-    let mut aborted: Option<GroupError> = None;
-    let mut rest = group.into_iter();
-    for write in rest.by_ref() {
-        if let Err(e) = savepoint(conn, "SAVEPOINT w") {
-            let error = GroupError::new("opening a savepoint", &e);
-            write.fail(error.to_store_error());
-            aborted = Some(error);
-            break;
-        }
-        // A write that panics is answered (its reply dropped: an internal error) and rolled
-        // back alone; the thread goes on with the others.
-        let ok = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write.run(conn))) {
-            Ok((ok, answer)) => {
-                answers.push(answer);
-                ok
-            }
-            Err(_) => false,
-        };
-        if conn.is_autocommit() {
-            // SQLite rolled the whole transaction back (an I/O error, a full disk): the
-            // writes of the group so far are gone with it.
-            aborted = Some(GroupError {
-                code: None,
-                message: "the group's transaction was rolled back by sqlite".into(),
-            });
-            break;
-        }
-        let ended = if ok {
-            savepoint(conn, "RELEASE w")
-        } else {
-            savepoint(conn, "ROLLBACK TO w").and_then(|()| savepoint(conn, "RELEASE w"))
-        };
-        if let Err(e) = ended {
-            aborted = Some(GroupError::new("closing a savepoint", &e));
-            break;
-        }
-    }
-    let committed = match aborted {
-        Some(e) => Err(e),
-        None => conn
-            .execute_batch("COMMIT")
-            .map_err(|e| GroupError::new("committing writes", &e)),
-    };
-    let failed = committed.err();
-    if failed.is_some() && !conn.is_autocommit() {
-        // Nothing of the group may stay pending on the connection.
-        let _ = conn.execute_batch("ROLLBACK");
-    }
-    for answer in answers {
-        answer.send(failed.as_ref());
-    }
-    let not_run = failed.unwrap_or_else(|| GroupError {
-        code: None,
-        message: "the group's transaction failed".into(),
-    });
-    for write in rest {
-        write.fail(not_run.to_store_error());
-    }
-}
-
-/// The checkpoint thread: every [`CHECKPOINT_EVERY`], a `PASSIVE` checkpoint (it copies
-/// what no reader still needs and waits for no one), until `stop`'s sender is dropped.
-/// A checkpoint that fails (another process's checkpoint holds the lock: `SQLITE_BUSY`)
-/// is made at the next turn; the WAL only grows meanwhile.
-fn checkpoints(conn: Connection, stop: std::sync::mpsc::Receiver<()>) {
-    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY)
-    {
-        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-    }
-}
-
-fn savepoint(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+    db: Db,
 }
 
 impl std::fmt::Debug for SqliteDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteDatastore")
-            .field("path", &self.inner.path)
+            .field("path", &self.db.path())
             .finish()
     }
 }
@@ -319,274 +79,38 @@ impl SqliteDatastore {
     /// its schema up to date.
     /// Blocks briefly: call it at startup, not on a request path.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            crate::private_fs::create_dir_all(parent).map_err(|e| {
-                StoreError::unavailable_from(format!("creating {}", parent.display()), e)
-            })?;
-        }
-        crate::private_fs::ensure_file(path).map_err(|e| {
-            StoreError::unavailable_from(format!("creating sqlite database {}", path.display()), e)
-        })?;
-        let conn = Connection::open(path).map_err(|e| {
-            StoreError::unavailable_from(format!("opening sqlite database {}", path.display()), e)
-        })?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(map_err)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::unavailable(format!(
-                "sqlite database {} refused WAL mode (got {mode})",
-                path.display()
-            )));
-        }
-        // In WAL mode NORMAL never corrupts the file; a power cut may lose the last commits.
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(map_err)?;
-        let mut datastore = Self::init(conn, Some(path.to_path_buf()))?;
-        // Opened after `init` has migrated the schema.
-        let mut readers = Vec::with_capacity(READERS);
-        for _ in 0..READERS {
-            let reader = Connection::open_with_flags(
-                path,
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
-                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(|e| {
-                StoreError::unavailable_from(
-                    format!("opening sqlite database {} for reading", path.display()),
-                    e,
-                )
-            })?;
-            reader.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
-            configure(&reader)?;
-            readers.push(Mutex::new(reader));
-        }
-        // The writer's commits no longer checkpoint; the checkpoint thread does, on a
-        // connection of its own.
-        datastore
-            .inner
-            .conn
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pragma_update(None, "wal_autocheckpoint", 0)
-            .map_err(map_err)?;
-        let checkpointer = Connection::open(path).map_err(|e| {
-            StoreError::unavailable_from(
-                format!("opening sqlite database {} to checkpoint", path.display()),
-                e,
-            )
-        })?;
-        checkpointer.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
-        let (stop, stopped) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("sqlite-checkpoint".into())
-            .spawn(move || checkpoints(checkpointer, stopped))
-            .map_err(|e| {
-                StoreError::unavailable_from("starting the sqlite checkpoint thread", e)
-            })?;
-        match Arc::get_mut(&mut datastore.inner) {
-            Some(inner) => {
-                inner.readers = readers;
-                inner._checkpoints = Some(stop);
-            }
-            None => {
-                return Err(StoreError::internal("sqlite handle shared during open"));
-            }
-        }
-        Ok(datastore)
+        Ok(SqliteDatastore {
+            db: Db::open(path, MIGRATIONS)?,
+        })
     }
 
     /// A private in-memory database, for tests of code built on the datastore.
     pub fn open_in_memory() -> Result<Self> {
-        let conn = Connection::open_in_memory().map_err(map_err)?;
-        Self::init(conn, None)
-    }
-
-    fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Self> {
-        migrate(&mut conn)?;
-        configure(&conn)?;
-        let conn = Arc::new(Mutex::new(conn));
-        let (writes, queued) = std::sync::mpsc::channel();
-        let writer_conn = conn.clone();
-        std::thread::Builder::new()
-            .name("sqlite-writer".into())
-            .spawn(move || write_groups(writer_conn, queued))
-            .map_err(|e| StoreError::unavailable_from("starting the sqlite writer thread", e))?;
         Ok(SqliteDatastore {
-            inner: Arc::new(Inner {
-                conn,
-                writes,
-                readers: Vec::new(),
-                next_reader: AtomicUsize::new(0),
-                path,
-                _checkpoints: None,
-            }),
+            db: Db::open_in_memory(MIGRATIONS)?,
         })
     }
 
     /// The database file, `None` for an in-memory database.
     pub fn path(&self) -> Option<&Path> {
-        self.inner.path.as_deref()
+        self.db.path()
     }
 
     /// Deletes records whose `expires_at` has passed (they are already invisible).
     /// Returns how many were removed. For a periodic batch job.
     pub async fn purge_expired(&self) -> Result<usize> {
         let now = now_unix();
-        self.write(move |conn| {
-            conn.execute(
-                "DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?1",
-                [now],
-            )
-            .map_err(map_err)
-        })
-        .await
-    }
-
-    /// Runs `f` on the connection on the blocking pool.
-    async fn run<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
-    {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            // A panic mid-operation rolled its transaction back (Transaction's Drop), so the
-            // connection is still usable.
-            let mut conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            f(&mut conn)
-        })
-        .await
-        .map_err(|e| StoreError::internal_from("sqlite task failed", e))?
-    }
-
-    /// Runs the write `f` on the writer thread, in the next group it commits; answers once
-    /// that group is committed.
-    async fn write<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
-    {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        self.inner
-            .writes
-            .send(Box::new(PendingWrite { op: f, reply }))
-            .map_err(|_| StoreError::internal("the sqlite writer thread has stopped"))?;
-        answer
+        self.db
+            .write(move |conn| {
+                conn.execute(
+                    "DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?1",
+                    [now],
+                )
+                .map_err(map_err)
+            })
             .await
-            .map_err(|_| StoreError::internal("the sqlite writer thread dropped a write"))?
-    }
-
-    /// Runs the read-only `f` on a read connection (the writer for an in-memory
-    /// database) on the blocking pool: the first idle one, else the next in turn.
-    async fn run_read<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
-    {
-        if self.inner.readers.is_empty() {
-            return self.run(move |conn| f(conn)).await;
-        }
-        // An idle reader runs the read here, on the runtime's thread: an indexed read of a
-        // WAL database takes microseconds and never waits for the writer, while handing it
-        // to the blocking pool and back cost more than the read itself (two thread wake-ups
-        // per poll; see benches/README.md, "Where a poll's time goes").
-        for reader in &self.inner.readers {
-            if let Ok(conn) = reader.try_lock() {
-                return f(&conn);
-            }
-        }
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let n = inner.readers.len();
-            let start = inner.next_reader.fetch_add(1, Ordering::Relaxed);
-            for i in 0..n {
-                if let Ok(conn) = inner.readers[(start + i) % n].try_lock() {
-                    return f(&conn);
-                }
-            }
-            let conn = inner.readers[start % n]
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            f(&conn)
-        })
-        .await
-        .map_err(|e| StoreError::internal_from("sqlite task failed", e))?
     }
 }
-
-/// Settings of every connection. The query planner's stability guarantee (QPSG): without
-/// it, SQLite plans each statement for the values bound to it (checking that `iN_pk = ?`
-/// implies the partial index's `iN_pk IS NOT NULL` marks every `?` compared as
-/// plan-relevant), so a cached statement was parsed and planned again on every call with
-/// another piped's key or another second's `now`: 9 % of the server's CPU on the poll path
-/// (benches/README.md, "Where a poll's time goes"). Our statements' plans never depend on
-/// the values (no `ANALYZE`), and the partial indexes are still used: the column's own
-/// equality implies `IS NOT NULL`.
-fn configure(conn: &Connection) -> Result<()> {
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-        true,
-    )
-    .map_err(map_err)?;
-    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    Ok(())
-}
-
-fn migrate(conn: &mut Connection) -> Result<()> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(map_err)?;
-    tx.execute_batch(
-        "CREATE TABLE IF NOT EXISTS wisp_schema (
-            id      INTEGER PRIMARY KEY CHECK (id = 0),
-            version INTEGER NOT NULL
-        )",
-    )
-    .map_err(map_err)?;
-    let current: i64 = tx
-        .query_row("SELECT version FROM wisp_schema WHERE id = 0", [], |row| {
-            row.get(0)
-        })
-        .optional()
-        .map_err(map_err)?
-        .unwrap_or(0);
-    let latest = MIGRATIONS.len();
-    let applied = usize::try_from(current)
-        .map_err(|_| StoreError::internal(format!("invalid schema version {current}")))?;
-    if applied > latest {
-        return Err(StoreError::internal(format!(
-            "database schema version {applied} is newer than this build supports ({latest})"
-        )));
-    }
-    if applied == latest {
-        return Ok(());
-    }
-    for migration in &MIGRATIONS[applied..] {
-        tx.execute_batch(migration).map_err(map_err)?;
-    }
-    tx.execute(
-        "INSERT INTO wisp_schema (id, version) VALUES (0, ?1)
-         ON CONFLICT (id) DO UPDATE SET version = excluded.version",
-        [i64::try_from(latest).unwrap_or(i64::MAX)],
-    )
-    .map_err(map_err)?;
-    tx.commit().map_err(map_err)
-}
-
-fn map_err(e: rusqlite::Error) -> StoreError {
-    match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-            StoreError::unavailable_from("sqlite busy", e)
-        }
-        Some(ErrorCode::ConstraintViolation) => StoreError::AlreadyExists(e.to_string()),
-        _ => StoreError::internal_from("sqlite", e),
-    }
-}
-
-use wisp_store::collection::now_unix;
 
 /// A record row as read from SQLite, before validation.
 struct RawRow {
@@ -757,33 +281,35 @@ impl Datastore for SqliteDatastore {
     async fn get(&self, kind: Kind, id: &str) -> Result<Record> {
         let id = id.to_string();
         let now = now_unix();
-        self.run_read(move |conn| {
-            let raw = conn
-                .prepare_cached(&format!(
-                    "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND id = ? AND {LIVE}"
-                ))
-                .map_err(map_err)?
-                .query_row(rusqlite::params![kind.as_str(), id, now], read_row)
-                .optional()
-                .map_err(map_err)?;
-            match raw {
-                Some(raw) => raw.into_record(),
-                None => Err(StoreError::NotFound(format!("{kind} {id}"))),
-            }
-        })
-        .await
+        self.db
+            .run_read(move |conn| {
+                let raw = conn
+                    .prepare_cached(&format!(
+                        "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND id = ? AND {LIVE}"
+                    ))
+                    .map_err(map_err)?
+                    .query_row(rusqlite::params![kind.as_str(), id, now], read_row)
+                    .optional()
+                    .map_err(map_err)?;
+                match raw {
+                    Some(raw) => raw.into_record(),
+                    None => Err(StoreError::NotFound(format!("{kind} {id}"))),
+                }
+            })
+            .await
     }
 
     async fn create(&self, kind: Kind, record: Record) -> Result<()> {
         check_id(&record.id)?;
         let now = now_unix();
-        self.write(move |conn| {
-            let id = record.id.clone();
-            let mut values = vec![Value::Text(kind.as_str().into()), Value::Text(id.clone())];
-            values.extend(record_values(record));
-            values.push(Value::Integer(now));
-            // An expired record is absent: creating over it replaces it.
-            let changed = conn
+        self.db
+            .write(move |conn| {
+                let id = record.id.clone();
+                let mut values = vec![Value::Text(kind.as_str().into()), Value::Text(id.clone())];
+                values.extend(record_values(record));
+                values.push(Value::Integer(now));
+                // An expired record is absent: creating over it replaces it.
+                let changed = conn
                 .prepare_cached(
                     "INSERT INTO records (kind, id, project_id, data, i0_pk, i0_sk, i1_pk, i1_sk,
                                           i2_pk, i2_sk, expires_at, version)
@@ -799,57 +325,59 @@ impl Datastore for SqliteDatastore {
                 .map_err(map_err)?
                 .execute(params_from_iter(values))
                 .map_err(map_err)?;
-            if changed == 0 {
-                return Err(StoreError::AlreadyExists(format!("{kind} {id}")));
-            }
-            Ok(())
-        })
-        .await
+                if changed == 0 {
+                    return Err(StoreError::AlreadyExists(format!("{kind} {id}")));
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn put(&self, kind: Kind, record: Record, expected_version: u64) -> Result<()> {
         check_id(&record.id)?;
         let now = now_unix();
-        self.write(move |tx| {
-            let id = record.id.clone();
-            // A version beyond i64 cannot be stored, so it can only mismatch.
-            let changed = match i64::try_from(expected_version) {
-                Ok(expected) => {
-                    let mut values = record_values(record);
-                    values.push(Value::Text(kind.as_str().into()));
-                    values.push(Value::Text(id.clone()));
-                    values.push(Value::Integer(expected));
-                    values.push(Value::Integer(now));
-                    tx.prepare_cached(&format!(
-                        "UPDATE records SET project_id = ?, data = ?, i0_pk = ?, i0_sk = ?,
+        self.db
+            .write(move |tx| {
+                let id = record.id.clone();
+                // A version beyond i64 cannot be stored, so it can only mismatch.
+                let changed = match i64::try_from(expected_version) {
+                    Ok(expected) => {
+                        let mut values = record_values(record);
+                        values.push(Value::Text(kind.as_str().into()));
+                        values.push(Value::Text(id.clone()));
+                        values.push(Value::Integer(expected));
+                        values.push(Value::Integer(now));
+                        tx.prepare_cached(&format!(
+                            "UPDATE records SET project_id = ?, data = ?, i0_pk = ?, i0_sk = ?,
                             i1_pk = ?, i1_sk = ?, i2_pk = ?, i2_sk = ?, expires_at = ?,
                             version = version + 1
                          WHERE kind = ? AND id = ? AND version = ? AND {LIVE}"
-                    ))
-                    .map_err(map_err)?
-                    .execute(params_from_iter(values))
-                    .map_err(map_err)?
+                        ))
+                        .map_err(map_err)?
+                        .execute(params_from_iter(values))
+                        .map_err(map_err)?
+                    }
+                    Err(_) => 0,
+                };
+                if changed == 0 {
+                    return Err(match live_version(tx, kind, &id, now)? {
+                        None => StoreError::NotFound(format!("{kind} {id}")),
+                        Some(found) => StoreError::Conflict(format!(
+                            "{kind} {id}: expected version {expected_version}, found {found}"
+                        )),
+                    });
                 }
-                Err(_) => 0,
-            };
-            if changed == 0 {
-                return Err(match live_version(tx, kind, &id, now)? {
-                    None => StoreError::NotFound(format!("{kind} {id}")),
-                    Some(found) => StoreError::Conflict(format!(
-                        "{kind} {id}: expected version {expected_version}, found {found}"
-                    )),
-                });
-            }
-            Ok(())
-        })
-        .await
+                Ok(())
+            })
+            .await
     }
 
     async fn delete(&self, kind: Kind, id: &str, expected_version: u64) -> Result<()> {
         let id = id.to_string();
         let now = now_unix();
-        self.write(move |tx| {
-            let changed = match i64::try_from(expected_version) {
+        self.db
+            .write(move |tx| {
+                let changed = match i64::try_from(expected_version) {
                 Ok(expected) => tx
                     .prepare_cached(&format!(
                         "DELETE FROM records WHERE kind = ? AND id = ? AND version = ? AND {LIVE}"
@@ -859,17 +387,17 @@ impl Datastore for SqliteDatastore {
                     .map_err(map_err)?,
                 Err(_) => 0,
             };
-            if changed == 0 {
-                return Err(match live_version(tx, kind, &id, now)? {
-                    None => StoreError::NotFound(format!("{kind} {id}")),
-                    Some(found) => StoreError::Conflict(format!(
-                        "{kind} {id}: expected version {expected_version}, found {found}"
-                    )),
-                });
-            }
-            Ok(())
-        })
-        .await
+                if changed == 0 {
+                    return Err(match live_version(tx, kind, &id, now)? {
+                        None => StoreError::NotFound(format!("{kind} {id}")),
+                        Some(found) => StoreError::Conflict(format!(
+                            "{kind} {id}: expected version {expected_version}, found {found}"
+                        )),
+                    });
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn query(&self, query: &Query) -> Result<Page> {
@@ -887,6 +415,7 @@ impl Datastore for SqliteDatastore {
 
         let (sql, values) = query_sql(query, after, now_unix(), page_size);
         let rows = self
+            .db
             .run_read(move |conn| {
                 let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
                 let rows = stmt
@@ -928,6 +457,7 @@ impl Datastore for SqliteDatastore {
         };
         let (sql, values) = scan_sql(kind, after, now_unix(), page_size);
         let rows = self
+            .db
             .run_read(move |conn| {
                 let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
                 let rows = stmt
@@ -953,6 +483,8 @@ impl Datastore for SqliteDatastore {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn plan(conn: &Connection, sql: &str, values: Vec<Value>) -> String {
@@ -972,8 +504,8 @@ mod tests {
     #[test]
     fn cached_queries_are_not_prepared_again_for_new_values() {
         let mut conn = Connection::open_in_memory().expect("open");
-        migrate(&mut conn).expect("migrate");
-        configure(&conn).expect("configure");
+        crate::db::migrate(&mut conn, MIGRATIONS).expect("migrate");
+        crate::db::configure(&conn).expect("configure");
         let q = Query::new(Kind::Command, 1, "p");
         let (sql, _) = query_sql(&q, None, 0, 10);
         for n in 0..20 {
@@ -998,8 +530,8 @@ mod tests {
     #[test]
     fn queries_use_the_slot_index() {
         let mut conn = Connection::open_in_memory().expect("open");
-        migrate(&mut conn).expect("migrate");
-        configure(&conn).expect("configure");
+        crate::db::migrate(&mut conn, MIGRATIONS).expect("migrate");
+        crate::db::configure(&conn).expect("configure");
         let cursor = || {
             Some(QueryCursor {
                 s: "m".into(),
@@ -1045,10 +577,8 @@ mod tests {
         let path = dir.path().join("wisp.db");
         let ds = SqliteDatastore::open(&path).expect("open");
         let autocheckpoint: i64 = ds
-            .inner
-            .conn
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .db
+            .write_connection()
             .query_row("PRAGMA wal_autocheckpoint", [], |row| row.get(0))
             .expect("pragma");
         assert_eq!(
@@ -1096,7 +626,7 @@ mod tests {
         let path = dir.path().join("wisp.db");
         drop(SqliteDatastore::open(&path).expect("first open"));
         let ds = SqliteDatastore::open(&path).expect("second open");
-        let conn = ds.inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = ds.db.write_connection();
         let version: i64 = conn
             .query_row("SELECT version FROM wisp_schema WHERE id = 0", [], |row| {
                 row.get(0)

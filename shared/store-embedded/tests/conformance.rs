@@ -321,7 +321,7 @@ async fn purge_removes_only_expired_records() {
     assert_eq!(ds.get(Kind::Event, "new").await.expect("kept").id, "new");
 }
 
-/// The filestore keeps its objects across reopening, and temporary files never show.
+/// The filestore keeps its objects across reopening, each in the directory's database.
 #[tokio::test]
 async fn filestore_survives_reopening() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -338,8 +338,13 @@ async fn filestore_survives_reopening() {
     let fs = LocalFilestore::open(dir.path()).expect("reopen");
     let obj = fs.get("log/d/s/0.txt").await.expect("get");
     assert_eq!((obj.data.as_slice(), obj.etag), (&b"hello"[..], etag));
-    // A stray temporary file (e.g. from a crash mid-write) is not an object.
-    std::fs::write(dir.path().join("log/d/s/.wisp-tmp.1.1"), b"junk").expect("write");
+    assert_eq!(fs.imported_files(), 0);
+    assert!(
+        dir.path()
+            .join(wisp_store_embedded::filestore::DATABASE_FILE)
+            .is_file()
+    );
+    assert!(!dir.path().join("log").exists(), "an object became a file");
     let page = fs.list("log/", None, 10).await.expect("list");
     assert_eq!(page.objects.len(), 1);
 }

@@ -14,6 +14,7 @@ pub mod iam;
 pub mod image;
 pub mod in_process;
 pub mod lambda;
+pub mod objects;
 pub mod scenarios;
 pub mod web;
 
@@ -554,10 +555,13 @@ impl Wisp {
         http_post_to(self.addr(), path, headers, body).await
     }
 
-    /// A file of the embedded filestore (`<data-dir>/filestore/<path>`), if present.
+    /// An object of the filestore (the embedded one's `<data-dir>/filestore/objects.db`),
+    /// if present and text.
     pub fn filestore_object(&self, path: &str) -> Option<String> {
         match &self.aws {
-            None => std::fs::read_to_string(self.data_dir().join("filestore").join(path)).ok(),
+            None => objects::Objects::open(self.data_dir())
+                .read(path)
+                .and_then(|data| String::from_utf8(data).ok()),
             Some(aws) => aws.filestore_object(path),
         }
     }

@@ -208,6 +208,23 @@ fn live_version(conn: &Connection, kind: Kind, id: &str, now: i64) -> Result<Opt
     .map_err(map_err)
 }
 
+/// Why a write expecting `(kind, id)` at `expected_version` changed nothing: the record is
+/// gone (`NotFound`) or at another version (`Conflict`).
+fn not_at_version(
+    conn: &Connection,
+    kind: Kind,
+    id: &str,
+    expected_version: u64,
+    now: i64,
+) -> Result<StoreError> {
+    Ok(match live_version(conn, kind, id, now)? {
+        None => StoreError::NotFound(format!("{kind} {id}")),
+        Some(found) => StoreError::Conflict(format!(
+            "{kind} {id}: expected version {expected_version}, found {found}"
+        )),
+    })
+}
+
 fn check_page_size(page_size: usize) -> Result<usize> {
     if page_size == 0 {
         return Err(StoreError::InvalidArgument(
@@ -360,12 +377,7 @@ impl Datastore for SqliteDatastore {
                     Err(_) => 0,
                 };
                 if changed == 0 {
-                    return Err(match live_version(tx, kind, &id, now)? {
-                        None => StoreError::NotFound(format!("{kind} {id}")),
-                        Some(found) => StoreError::Conflict(format!(
-                            "{kind} {id}: expected version {expected_version}, found {found}"
-                        )),
-                    });
+                    return Err(not_at_version(tx, kind, &id, expected_version, now)?);
                 }
                 Ok(())
             })
@@ -388,12 +400,7 @@ impl Datastore for SqliteDatastore {
                 Err(_) => 0,
             };
                 if changed == 0 {
-                    return Err(match live_version(tx, kind, &id, now)? {
-                        None => StoreError::NotFound(format!("{kind} {id}")),
-                        Some(found) => StoreError::Conflict(format!(
-                            "{kind} {id}: expected version {expected_version}, found {found}"
-                        )),
-                    });
+                    return Err(not_at_version(tx, kind, &id, expected_version, now)?);
                 }
                 Ok(())
             })

@@ -404,21 +404,17 @@ fn import_batch(db: &Db, batch: Vec<(LegacyFile, Vec<u8>, i64)>) -> Result<usize
         return Ok(0);
     }
     let count = batch.len();
-    let rows: Vec<(String, Vec<u8>, i64)> = batch
-        .iter()
-        .map(|(file, data, modified)| (file.path.clone(), data.clone(), *modified))
-        .collect();
-    db.write_blocking(move |conn| {
+    db.write_blocking(|conn| {
         let mut insert = conn
             .prepare_cached(
                 "INSERT INTO objects (path, size, etag, updated_at, data)
                  VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (path) DO NOTHING",
             )
             .map_err(map_err)?;
-        for (path, data, modified) in rows {
+        for (file, data, modified) in &batch {
             let size = i64::try_from(data.len()).unwrap_or(i64::MAX);
             insert
-                .execute(params![path, size, etag_of(&data), modified, data])
+                .execute(params![file.path, size, etag_of(data), modified, data])
                 .map_err(map_err)?;
         }
         Ok(())

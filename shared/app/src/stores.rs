@@ -100,6 +100,12 @@ async fn open_datastore(
     }
 }
 
+/// What a `LOCAL` filestore in `dir` that cannot be opened fails with.
+#[cfg(feature = "embedded")]
+fn filestore_error(dir: &Path) -> impl FnOnce(wisp_store::StoreError) -> AppError + '_ {
+    move |e| AppError::store(format!("the filestore {}", dir.display()), e)
+}
+
 /// The filestore `config` names, to be read and never changed (`wisp import pipecd`'s
 /// source): `LOCAL` is then a directory of files, one per object (a copy of an upstream
 /// bucket), read as it is; the other types open as [`open_filestore`] opens them.
@@ -112,7 +118,7 @@ pub async fn open_filestore_read_only(
         FilestoreConfig::Local(c) => {
             let dir = c.dir_or_default(data_dir);
             let filestore = wisp_store_embedded::DirectoryFilestore::open(&dir)
-                .map_err(|e| AppError::store(format!("the filestore {}", dir.display()), e))?;
+                .map_err(filestore_error(&dir))?;
             Ok(metered::filestore(Arc::new(filestore), "directory"))
         }
         other => open_filestore(other, data_dir).await,
@@ -130,23 +136,19 @@ pub async fn open_filestore(
         FilestoreConfig::Local(c) => {
             let dir = c.dir_or_default(data_dir);
             // Opening may move an earlier Wisp's files into the database: off the runtime.
-            let opened = {
-                let root = dir.clone();
-                tokio::task::spawn_blocking(move || wisp_store_embedded::LocalFilestore::open(root))
-                    .await
-                    .map_err(|e| {
-                        AppError::store(
-                            format!("the filestore {}", dir.display()),
-                            wisp_store::StoreError::internal_from("opening task failed", e),
-                        )
-                    })?
-            };
-            let filestore = opened
-                .map_err(|e| AppError::store(format!("the filestore {}", dir.display()), e))?;
-            if filestore.imported_files() > 0 {
+            let root = dir.clone();
+            let filestore = tokio::task::spawn_blocking(move || {
+                wisp_store_embedded::LocalFilestore::open(root)
+            })
+            .await
+            .map_err(|e| wisp_store::StoreError::internal_from("opening task failed", e))
+            .and_then(|opened| opened)
+            .map_err(filestore_error(&dir))?;
+            let moved = filestore.imported_files();
+            if moved > 0 {
                 tracing::info!(
                     dir = %dir.display(),
-                    objects = filestore.imported_files(),
+                    objects = moved,
                     "moved the filestore's objects from files into {}",
                     wisp_store_embedded::filestore::DATABASE_FILE
                 );

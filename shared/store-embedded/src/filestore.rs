@@ -115,15 +115,13 @@ impl LocalFilestore {
     }
 }
 
-/// A SQLite error of the filestore's statements: busy is worth retrying, anything else is
-/// the store failing. (Never `AlreadyExists`, as the datastore's constraint errors are: a
-/// put's conditions are checked by what it changed, not by a constraint.)
+/// A SQLite error of the filestore's statements, as the datastore maps it, except that a
+/// constraint error is the store failing, never `AlreadyExists`: a put's conditions are
+/// checked by what it changed, not by a constraint.
 fn map_err(e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            StoreError::unavailable_from("sqlite busy", e)
-        }
-        _ => StoreError::internal_from("sqlite", e),
+        Some(rusqlite::ErrorCode::ConstraintViolation) => StoreError::internal_from("sqlite", e),
+        _ => crate::db::map_err(e),
     }
 }
 
